@@ -1,0 +1,110 @@
+"""The `Bus` protocol every node is written against, with its QoS profiles and errors.
+
+A bus moves serialized CDR bytes; typing (encode/decode) happens one layer up, in `user.node`.
+Callbacks of one bus never run concurrently (like a ROS 2 single-threaded executor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+P = TypeVar("P")
+
+RawCallback = Callable[[bytes], None]  # receives one message's CDR bytes
+ServiceHandler = Callable[[bytes], bytes]  # CDR request bytes -> CDR response bytes
+TokenCallback = Callable[[str, bool], None]  # (token key, alive)
+
+
+class BusError(RuntimeError):
+    """Base class of transport errors."""
+
+
+class BusClosedError(BusError):
+    """The bus was used after `close()`."""
+
+
+class RouterUnreachableError(BusError):
+    """No Zenoh router answered at the configured endpoints within the deadline."""
+
+
+class ServiceError(BusError):
+    """A service call failed: no server, or the server reported an error."""
+
+
+class ServiceTimeoutError(ServiceError):
+    """No reply to a service call within its deadline."""
+
+
+@dataclass(frozen=True)
+class QoS:
+    """Delivery guarantees of a topic (a subset of ROS 2 QoS that maps 1:1 onto Zenoh)."""
+
+    reliable: bool = True  # True: nothing dropped, publishers block when congested (Zenoh BLOCK)
+    latched: bool = False  # transient local: a late subscriber receives the last `depth` messages
+    depth: int = 10  # history depth; for latched topics, how many messages late joiners get
+    express: bool = False  # send at once instead of batching (lower latency, lower throughput)
+
+
+RELIABLE = QoS()  # transitions, weights, commands: must arrive
+BEST_EFFORT = QoS(reliable=False, depth=1)  # high-rate sensor data where the latest sample is what matters
+LATCHED = QoS(latched=True, depth=1)  # descriptors, configuration: late joiners get the last value
+
+
+class Handle(Protocol):
+    """Something declared on the bus that can be undeclared."""
+
+    def close(self) -> None: ...
+
+
+class RawPublisher(Protocol):
+    topic: str
+
+    def publish(self, payload: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Bus(Protocol):
+    """Transport for one node. Both `ZenohBus` and `RosBus` implement it."""
+
+    @property
+    def name(self) -> str:
+        """The node name."""
+        ...
+
+    def create_publisher(self, topic: str, typename: str, qos: QoS = RELIABLE) -> RawPublisher: ...
+
+    def create_subscription(
+        self, topic: str, typename: str, callback: RawCallback, qos: QoS = RELIABLE
+    ) -> Handle: ...
+
+    def create_timer(self, period_s: float, callback: Callable[[], None]) -> Handle: ...
+
+    def create_service(self, name: str, srv_type: str, handler: ServiceHandler) -> Handle: ...
+
+    def call_service(self, name: str, srv_type: str, request: bytes, timeout_s: float) -> bytes: ...
+
+    def declare_parameters(self, spec: type[P]) -> P:
+        """Declare the fields of dataclass `spec` as parameters; return their values (overrides applied)."""
+        ...
+
+    def declare_token(self, key: str) -> Handle:
+        """Announce presence under `key` until the handle is closed or the process dies."""
+        ...
+
+    def watch_tokens(self, prefix: str, callback: TokenCallback) -> Handle:
+        """Call back on each token under `prefix` appearing (True) or gone (False), current ones first."""
+        ...
+
+    def topic_names_and_types(self, timeout_s: float = 1.0) -> dict[str, list[str]]:
+        """Topics currently published or subscribed anywhere, with their types."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def describe(obj: Any) -> str:
+    """Short printable name of a callback for log messages."""
+    return getattr(obj, "__qualname__", None) or type(obj).__name__

@@ -1,0 +1,43 @@
+"""ROS topic names and their Zenoh keys (the zenoh-bridge-ros2dds convention: drop the leading '/')."""
+
+from __future__ import annotations
+
+import re
+
+_TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class InvalidNameError(ValueError):
+    """A topic or service name does not follow ROS 2 naming rules."""
+
+
+def resolve(name: str, namespace: str = "/") -> str:
+    """Fully qualified ROS name: relative names are placed under `namespace`."""
+    if not name:
+        raise InvalidNameError("empty topic name")
+    full = name if name.startswith("/") else f"{namespace.rstrip('/')}/{name}"
+    for token in full.strip("/").split("/"):
+        if not _TOKEN.match(token):
+            raise InvalidNameError(
+                f"invalid topic name {name!r}: {token!r} must start with a letter or '_' and "
+                "contain only letters, digits and '_'"
+            )
+    return full
+
+
+def topic_to_key(topic: str) -> str:
+    """Zenoh key expression of a topic: '/robot/obs' -> 'robot/obs'."""
+    return resolve(topic).lstrip("/")
+
+
+def key_to_topic(key: str) -> str:
+    return "/" + key.strip("/")
+
+
+def mangle(text: str) -> str:
+    """Make a name a single key chunk ('/' -> '%'), as rmw_zenoh does in liveliness keys."""
+    return text.replace("/", "%")
+
+
+def unmangle(chunk: str) -> str:
+    return chunk.replace("%", "/")

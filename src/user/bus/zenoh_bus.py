@@ -1,0 +1,312 @@
+"""`ZenohBus`: the Bus on Zenoh, speaking exactly what zenoh-bridge-ros2dds speaks.
+
+Key = ROS topic without its leading '/', payload = CDR bytes with the 4-byte encapsulation header.
+Reliable topics use congestion control BLOCK (nothing silently dropped), latched topics use zenoh-ext's
+advanced publisher cache, services are queryables, presence is liveliness tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import zenoh
+import zenoh.ext as zext
+
+from user.bus.base import (
+    RELIABLE,
+    BusClosedError,
+    QoS,
+    RawCallback,
+    RouterUnreachableError,
+    ServiceError,
+    ServiceHandler,
+    ServiceTimeoutError,
+    TokenCallback,
+    describe,
+)
+from user.bus.names import mangle, resolve, topic_to_key, unmangle
+from user.bus.timers import TimerScheduler
+from user.bus.zenoh_config import ENV_ROUTER, ZenohSettings, session_config
+from user.config.strict import from_mapping
+
+P = TypeVar("P")
+
+GRAPH_PREFIX = "@user/graph"  # liveliness tokens describing publishers and subscribers (for `topic list`)
+NODE_PREFIX = "@user/node"  # one liveliness token per running node
+
+_log = logging.getLogger(__name__)
+
+
+class _Declared:
+    """Closes a Zenoh entity (and its graph token) exactly once."""
+
+    def __init__(self, bus: ZenohBus, *entities: Any) -> None:
+        self._bus = bus
+        self._entities = list(entities)
+
+    def close(self) -> None:
+        entities, self._entities = self._entities, []
+        for entity in entities:
+            try:
+                entity.undeclare()
+            except zenoh.ZError as exc:  # already gone with the session
+                _log.debug("undeclare failed: %s", exc)
+        self._bus._forget(self)
+
+
+class ZenohPublisher(_Declared):
+    """Publishes raw CDR bytes on one topic."""
+
+    def __init__(self, bus: ZenohBus, topic: str, publisher: Any, token: Any) -> None:
+        super().__init__(bus, publisher, token)
+        self.topic = topic
+        self._publisher = publisher
+        self._put = publisher.put
+
+    def publish(self, payload: bytes) -> None:
+        self._put(payload)
+
+    def wait_for_subscribers(self, timeout_s: float) -> bool:
+        """Wait until at least one subscriber matches (plain publishers only); False at the deadline."""
+        status = getattr(self._publisher, "matching_status", None)
+        if status is None:
+            return True  # latched publishers serve late joiners from their cache anyway
+        deadline = time.monotonic() + timeout_s
+        while not self._publisher.matching_status.matching:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+
+class ZenohBus:
+    """A node's connection to the Zenoh network."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: ZenohSettings | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        namespace: str = "/",
+    ) -> None:
+        self._name = name
+        self.namespace = namespace
+        self.settings = settings or ZenohSettings.from_env()
+        self._parameters = dict(parameters or {})
+        self._lock = threading.RLock()  # held while any callback of this bus runs
+        self._handles: list[_Declared] = []
+        self._ids = itertools.count()
+        self._closed = False
+        self.session = zenoh.open(session_config(self.settings))
+        try:
+            self._wait_for_router()
+        except RouterUnreachableError:
+            self.session.close()  # type: ignore[no-untyped-call]
+            raise
+        self.zid = str(self.session.zid())
+        self._timers = TimerScheduler(name, self._lock)
+        self._node_token = self.session.liveliness().declare_token(f"{NODE_PREFIX}/{mangle(name)}/{self.zid}")
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def callback_lock(self) -> threading.RLock:
+        """Held while a callback runs; take it to touch state shared with callbacks from another thread."""
+        return self._lock
+
+    def _wait_for_router(self) -> None:
+        if not self.settings.router:
+            return  # peer-to-peer only (e.g. multicast scouting): nothing to wait for
+        deadline = time.monotonic() + self.settings.router_timeout_s
+        while not list(self.session.info.routers_zid()):
+            if time.monotonic() >= deadline:
+                raise RouterUnreachableError(
+                    f"node {self._name!r}: no Zenoh router reachable at {', '.join(self.settings.router)} "
+                    f"within {self.settings.router_timeout_s:.1f} s. Start one with `user router` "
+                    f"(`user bringup` starts one itself) or point {ENV_ROUTER} at a running router."
+                )
+            time.sleep(0.02)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BusClosedError(f"bus of node {self._name!r} is closed")
+
+    def _keep(self, handle: _Declared) -> None:
+        with self._lock:
+            self._handles.append(handle)
+
+    def _forget(self, handle: _Declared) -> None:
+        with self._lock:
+            if handle in self._handles:
+                self._handles.remove(handle)
+
+    def _graph_token(self, role: str, topic: str, typename: str) -> Any:
+        entity = f"{mangle(self._name)}/{self.zid}_{next(self._ids)}"
+        key = f"{GRAPH_PREFIX}/{role}/{mangle(topic)}/{mangle(typename)}/{entity}"
+        return self.session.liveliness().declare_token(key)
+
+    def _guarded(self, callback: Callable[..., None], what: str) -> Callable[..., None]:
+        lock = self._lock
+
+        def run(*args: Any) -> None:
+            with lock:
+                try:
+                    callback(*args)
+                except Exception:
+                    _log.exception("node %s: callback %s for %s raised", self._name, describe(callback), what)
+
+        return run
+
+    def create_publisher(self, topic: str, typename: str, qos: QoS = RELIABLE) -> ZenohPublisher:
+        self._check_open()
+        full = resolve(topic, self.namespace)
+        key = topic_to_key(full)
+        options: dict[str, Any] = {
+            "congestion_control": zenoh.CongestionControl.BLOCK
+            if qos.reliable
+            else zenoh.CongestionControl.DROP,
+            "reliability": zenoh.Reliability.RELIABLE if qos.reliable else zenoh.Reliability.BEST_EFFORT,
+            "express": qos.express,
+        }
+        if qos.latched:
+            publisher: Any = zext.declare_advanced_publisher(
+                self.session,
+                key,
+                cache=zext.CacheConfig(max_samples=qos.depth),
+                publisher_detection=True,
+                **options,
+            )
+        else:
+            publisher = self.session.declare_publisher(key, **options)
+        handle = ZenohPublisher(self, full, publisher, self._graph_token("pub", full, typename))
+        self._keep(handle)
+        return handle
+
+    def create_subscription(
+        self, topic: str, typename: str, callback: RawCallback, qos: QoS = RELIABLE
+    ) -> _Declared:
+        self._check_open()
+        full = resolve(topic, self.namespace)
+        key = topic_to_key(full)
+        guarded = self._guarded(callback, f"topic {full}")
+
+        def on_sample(sample: Any) -> None:
+            guarded(sample.payload.to_bytes())
+
+        if qos.latched:
+            history = zext.HistoryConfig(detect_late_publishers=True, max_samples=qos.depth)
+            sub: Any = zext.declare_advanced_subscriber(self.session, key, on_sample, history=history)
+        else:
+            sub = self.session.declare_subscriber(key, on_sample)
+        handle = _Declared(self, sub, self._graph_token("sub", full, typename))
+        self._keep(handle)
+        return handle
+
+    def create_timer(self, period_s: float, callback: Callable[[], None]) -> Any:
+        self._check_open()
+        return self._timers.add(period_s, callback)
+
+    def create_service(self, name: str, srv_type: str, handler: ServiceHandler) -> _Declared:
+        self._check_open()
+        full = resolve(name, self.namespace)
+        lock = self._lock
+
+        def on_query(query: Any) -> None:
+            request = query.payload.to_bytes() if query.payload is not None else b""
+            with lock:
+                try:
+                    response = handler(request)
+                except Exception as exc:
+                    _log.exception("node %s: service %s handler raised", self._name, full)
+                    query.reply_err(f"service {full} failed: {exc}".encode())
+                    return
+            query.reply(query.key_expr, response)
+
+        queryable = self.session.declare_queryable(topic_to_key(full), on_query, complete=True)
+        handle = _Declared(self, queryable, self._graph_token("srv", full, srv_type))
+        self._keep(handle)
+        return handle
+
+    def call_service(self, name: str, srv_type: str, request: bytes, timeout_s: float) -> bytes:
+        """Send a request and return the response bytes; never waits longer than `timeout_s`."""
+        self._check_open()
+        full = resolve(name, self.namespace)
+        start = time.monotonic()
+        replies = self.session.get(
+            topic_to_key(full),
+            payload=request,
+            timeout=timeout_s,
+            target=zenoh.QueryTarget.BEST_MATCHING,
+            congestion_control=zenoh.CongestionControl.BLOCK,
+        )
+        for reply in replies:
+            if reply.ok is not None:
+                return bytes(reply.ok.payload.to_bytes())
+            raise ServiceError(reply.err.payload.to_bytes().decode(errors="replace"))
+        if time.monotonic() - start >= 0.9 * timeout_s:
+            raise ServiceTimeoutError(f"service {full} ({srv_type}) did not answer within {timeout_s:.1f} s")
+        raise ServiceError(f"no server for service {full} ({srv_type})")
+
+    def declare_parameters(self, spec: type[P]) -> P:
+        return from_mapping(spec, self._parameters, where=f"parameters of node {self._name!r}")
+
+    def declare_token(self, key: str) -> _Declared:
+        self._check_open()
+        handle = _Declared(self, self.session.liveliness().declare_token(key))
+        self._keep(handle)
+        return handle
+
+    def watch_tokens(self, prefix: str, callback: TokenCallback) -> _Declared:
+        self._check_open()
+        guarded = self._guarded(callback, f"tokens {prefix}")
+
+        def on_sample(sample: Any) -> None:
+            guarded(str(sample.key_expr), sample.kind == zenoh.SampleKind.PUT)
+
+        sub = self.session.liveliness().declare_subscriber(
+            f"{prefix.rstrip('/')}/**", on_sample, history=True
+        )
+        handle = _Declared(self, sub)
+        self._keep(handle)
+        return handle
+
+    def topic_names_and_types(self, timeout_s: float = 1.0) -> dict[str, list[str]]:
+        found: dict[str, set[str]] = {}
+        for reply in self.session.liveliness().get(f"{GRAPH_PREFIX}/*/**", timeout=timeout_s):
+            if reply.ok is None:
+                continue
+            parts = str(reply.ok.key_expr).split("/")
+            # @user / graph / role / topic / type / node / id
+            if len(parts) >= 5 and parts[2] in ("pub", "sub"):
+                found.setdefault(unmangle(parts[3]), set()).add(unmangle(parts[4]))
+        return {topic: sorted(types) for topic, types in sorted(found.items())}
+
+    def node_names(self, timeout_s: float = 1.0) -> list[str]:
+        """Names of the nodes currently alive on the network."""
+        names = set()
+        for reply in self.session.liveliness().get(f"{NODE_PREFIX}/**", timeout=timeout_s):
+            if reply.ok is not None:
+                names.add(unmangle(str(reply.ok.key_expr).split("/")[2]))
+        return sorted(names)
+
+    def close(self) -> None:
+        """Undeclare everything and close the session. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._timers.stop()
+        with self._lock:
+            handles = list(reversed(self._handles))
+        for handle in handles:
+            handle.close()
+        with contextlib.suppress(zenoh.ZError):
+            self._node_token.undeclare()  # type: ignore[no-untyped-call]
+        self.session.close()  # type: ignore[no-untyped-call]

@@ -1,0 +1,61 @@
+"""Where Zenoh sessions connect and listen, from config, environment or defaults.
+
+Discovery follows rmw_zenoh: one router per host/site listens on a well-known endpoint, nodes connect
+to it, learn about each other through it and then talk peer to peer. Multicast scouting stays off
+unless asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_ROUTER_ENDPOINT = "tcp/127.0.0.1:7447"
+ENV_ROUTER = "USER_ZENOH_ROUTER"  # comma-separated router endpoints, e.g. "tcp/10.0.0.5:7447"
+ENV_CONFIG = "USER_ZENOH_CONFIG"  # path of a Zenoh JSON5 config file applied before our settings
+ENV_MULTICAST = "USER_ZENOH_MULTICAST"  # "1" turns multicast scouting on
+
+
+@dataclass
+class ZenohSettings:
+    """How a node's Zenoh session finds the others."""
+
+    router: list[str] = field(default_factory=lambda: [DEFAULT_ROUTER_ENDPOINT])  # endpoints to connect to
+    listen: list[str] = field(default_factory=lambda: ["tcp/127.0.0.1:0"])  # where peers accept peers
+    multicast_scouting: bool = False  # discover peers by UDP multicast as well (off, like rmw_zenoh)
+    router_timeout_s: float = 5.0  # how long a node waits for its router before failing clearly
+    config_file: str | None = None  # a Zenoh JSON5 file for everything else (TLS, auth, ...)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ZenohSettings:
+        """Defaults, then the USER_ZENOH_* environment variables, then explicit overrides."""
+        settings = cls()
+        if os.environ.get(ENV_ROUTER):
+            settings.router = [e.strip() for e in os.environ[ENV_ROUTER].split(",") if e.strip()]
+        if os.environ.get(ENV_CONFIG):
+            settings.config_file = os.environ[ENV_CONFIG]
+        if os.environ.get(ENV_MULTICAST):
+            settings.multicast_scouting = os.environ[ENV_MULTICAST] not in ("", "0", "false")
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(settings, key, value)
+        return settings
+
+
+def session_config(settings: ZenohSettings, mode: str = "peer", listen: list[str] | None = None) -> Any:
+    """A `zenoh.Config` for a node (`mode="peer"`) or a router (`mode="router"`)."""
+    import zenoh
+
+    config = zenoh.Config.from_file(settings.config_file) if settings.config_file else zenoh.Config()
+    config.insert_json5("mode", json.dumps(mode))
+    if mode == "router":
+        config.insert_json5("listen/endpoints", json.dumps(listen if listen is not None else settings.router))
+    else:
+        config.insert_json5("connect/endpoints", json.dumps(settings.router))
+        config.insert_json5("listen/endpoints", json.dumps(listen if listen is not None else settings.listen))
+    config.insert_json5("scouting/multicast/enabled", json.dumps(settings.multicast_scouting))
+    # Latched topics use zenoh-ext's advanced publisher cache, which orders samples by timestamp.
+    config.insert_json5("timestamping/enabled", "true")
+    return config

@@ -1,0 +1,1 @@
+"""The `user` command line."""

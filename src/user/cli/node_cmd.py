@@ -1,0 +1,95 @@
+"""`user node KIND`: run one node (Zenoh runtime; with --ros-args, the rclpy runtime)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from user.bus.zenoh_config import ZenohSettings
+from user.config.strict import ConfigError, describe_settings, load_yaml
+from user.deploy.commands import unflatten
+from user.nodes import KINDS
+
+_log = logging.getLogger("user.node")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("node", help="run one node")
+    p.add_argument("kind", nargs="?", help="node kind (see --list)")
+    p.add_argument("--name", help="node name (default: the kind)")
+    p.add_argument(
+        "--param",
+        "-p",
+        action="append",
+        default=[],
+        metavar="NAME:=VALUE",
+        help="set a parameter (VALUE is YAML; dotted names for nested values)",
+    )
+    p.add_argument("--params-file", type=Path, help="YAML file of parameters")
+    p.add_argument("--params-json", help="parameters as one JSON object (used by `user bringup`)")
+    p.add_argument("--list", action="store_true", help="list node kinds and exit")
+    p.add_argument("--describe", action="store_true", help="print the kind's parameters and exit")
+    p.set_defaults(func=run)
+
+
+def parse_params(args: argparse.Namespace) -> dict[str, Any]:
+    """Merge parameters: file, then JSON, then -p NAME:=VALUE (later wins)."""
+    params: dict[str, Any] = {}
+    if args.params_file:
+        data = load_yaml(args.params_file) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{args.params_file}: expected a mapping of parameters")
+        params.update(data)
+    if args.params_json:
+        params.update(json.loads(args.params_json))
+    flat: dict[str, Any] = {}
+    for item in args.param:
+        name, sep, value = item.partition(":=")
+        if not sep:
+            name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--param {item!r}: expected NAME:=VALUE")
+        flat[name] = yaml.safe_load(value)
+    _merge(params, unflatten(flat))
+    return params
+
+
+def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def run(args: argparse.Namespace) -> int:
+    from user.node.runner import EXIT_STARTUP_FAILED, run_node
+    from user.nodes import load_kind
+
+    if args.list or not args.kind:
+        for kind, target in sorted(KINDS.items()):
+            print(f"{kind:20s} {target}")
+        return 0 if args.list else EXIT_STARTUP_FAILED
+    if args.describe:
+        spec = getattr(load_kind(args.kind), "Params", None)
+        for name, tp, default, doc in describe_settings(spec) if spec else []:
+            print(f"{name} ({tp}, default {default!r}): {doc}")
+        return 0
+    try:
+        params = parse_params(args)
+    except (ConfigError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        _log.error("%s", exc)
+        return EXIT_STARTUP_FAILED
+    return run_node(args.kind, args.name or args.kind, params, ZenohSettings.from_env())
+
+
+def main_ros(argv: list[str]) -> int:
+    """Entry point under ros2 launch / ros2 run: `user_node KIND --ros-args ...`."""
+    from user.node.ros_runner import run_ros_node
+
+    return run_ros_node(argv)

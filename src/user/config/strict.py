@@ -1,0 +1,204 @@
+"""Build typed dataclasses from YAML/dict data, refusing anything that does not fit.
+
+Every config in the project goes through `from_mapping`: an unknown key, a wrong type or a failed
+validation is a `ConfigError` naming the file and the path of the offending key, so a setting can never
+be silently ignored because it sits under the wrong key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown, mistyped or invalid. The message names where."""
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Read a YAML file, turning syntax errors into a `ConfigError` that names the file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read config file ({exc.strerror or exc})") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+
+
+def from_mapping(cls: type[T], data: Any, *, where: str) -> T:
+    """Build dataclass `cls` from `data`; `where` (e.g. the file name) prefixes every error message,
+    followed by the path of the offending key: "config/a.yaml: nodes[0].params: unknown key 'x' ..."."""
+    try:
+        return typing.cast(T, _convert(cls, data, ""))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
+
+
+def _at(path: str, message: str) -> ConfigError:
+    return ConfigError(f"{path}: {message}" if path else message)
+
+
+def _key(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _build_dataclass(tp, value, where)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin is typing.Union or origin is types.UnionType:
+        return _convert_union(args, value, where)
+    if origin is typing.Literal:
+        if value not in args:
+            raise _at(where, f"{value!r} is not one of {', '.join(repr(a) for a in args)}")
+        return value
+    if origin in (list, tuple) or tp in (list, tuple):
+        return _convert_sequence(tp, origin, args, value, where)
+    if origin is dict or tp is dict:
+        if not isinstance(value, Mapping):
+            raise _at(where, f"expected a mapping, got {type(value).__name__}")
+        vt = args[1] if args else Any
+        return {str(k): _convert(vt, v, _key(where, str(k))) for k, v in value.items()}
+    return _convert_scalar(tp, value, where)
+
+
+def _convert_union(args: tuple[Any, ...], value: Any, where: str) -> Any:
+    if value is None:
+        if type(None) in args:
+            return None
+        raise _at(where, f"a value is required")
+    errors = []
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return _convert(arg, value, where)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} fits none of the allowed types")
+
+
+def _convert_sequence(tp: Any, origin: Any, args: tuple[Any, ...], value: Any, where: str) -> Any:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise _at(where, f"expected a list, got {type(value).__name__}")
+    if (origin or tp) is tuple and args and args[-1] is not Ellipsis:
+        if len(args) != len(value):
+            raise _at(where, f"expected {len(args)} items, got {len(value)}")
+        return tuple(
+            _convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True))
+        )
+    item_tp = args[0] if args else Any
+    items = [_convert(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return tuple(items) if (origin or tp) is tuple else items
+
+
+def _convert_scalar(tp: Any, value: Any, where: str) -> Any:
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise _at(where, f"expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _at(where, f"expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _at(where, f"expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise _at(where, f"expected a string, got {value!r}")
+        return value
+    if isinstance(tp, type) and isinstance(value, tp):
+        return value
+    raise _at(where, f"cannot use {value!r} as {getattr(tp, '__name__', tp)}")
+
+
+def _check_bounds(f: dataclasses.Field[Any], value: Any, where: str) -> None:
+    """Apply the `min`, `max` and `choices` a field declares in its metadata (see `setting`)."""
+    meta = f.metadata
+    if "min" in meta and value < meta["min"]:
+        raise _at(where, f"{value!r} is below the minimum {meta['min']!r}")
+    if "max" in meta and value > meta["max"]:
+        raise _at(where, f"{value!r} is above the maximum {meta['max']!r}")
+    if "choices" in meta and value not in meta["choices"]:
+        raise _at(where, f"{value!r} is not one of {', '.join(map(repr, meta['choices']))}")
+
+
+def setting(
+    default: Any,
+    doc: str,
+    *,
+    min: Any = None,
+    max: Any = None,
+    choices: tuple[Any, ...] | None = None,
+) -> Any:
+    """A dataclass field with a description and optional bounds, checked when loaded from data.
+
+    Mutable defaults (lists, dicts) are copied per instance.
+    """
+    meta: dict[str, Any] = {"doc": doc}
+    if min is not None:
+        meta["min"] = min
+    if max is not None:
+        meta["max"] = max
+    if choices is not None:
+        meta["choices"] = choices
+    if isinstance(default, (list, dict, set)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def describe_settings(cls: type[Any]) -> list[tuple[str, str, Any, str]]:
+    """(name, type, default, description) of each field, for help output and ROS parameter descriptors."""
+    hints = typing.get_type_hints(cls)
+    rows = []
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        tp = hints[f.name]
+        rows.append((f.name, getattr(tp, "__name__", str(tp)), default, str(f.metadata.get("doc", ""))))
+    return rows
+
+
+def _build_dataclass(cls: type[Any], value: Any, where: str) -> Any:
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise _at(where, f"expected a mapping for {cls.__name__}, got {type(value).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [str(k) for k in value if k not in fields]
+    if unknown:
+        known = ", ".join(sorted(fields))
+        raise _at(where, f"unknown key {unknown[0]!r} (known keys: {known})")
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        sub = _key(where, name)
+        if name in value:
+            kwargs[name] = _convert(hints[name], value[name], sub)
+            _check_bounds(f, kwargs[name], sub)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise _at(sub, "required key is missing")
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as exc:  # validation in __post_init__ (ConfigError is a ValueError)
+        raise _at(where, str(exc)) from exc

@@ -1,0 +1,1 @@
+"""Deployments: one YAML file describing every node, read by both launchers."""

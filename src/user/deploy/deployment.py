@@ -1,0 +1,82 @@
+"""The deployment YAML: which nodes exist, with which parameters, and how they are supervised.
+
+`user bringup` (Zenoh runtime) and `launch/bringup.launch.py` (ROS 2) both read it through `load`, so
+the two launchers cannot disagree. Unknown keys are errors naming the key and the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from user.bus.zenoh_config import DEFAULT_ROUTER_ENDPOINT
+from user.config.strict import ConfigError, from_mapping, load_yaml
+from user.nodes import KINDS
+
+CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"  # config/ of a source checkout
+DEFAULT_CONFIG = "default.yaml"
+
+
+@dataclass
+class RouterConfig:
+    """The Zenoh router of the deployment (Zenoh runtime only; ROS 2 sites use DDS)."""
+
+    endpoints: list[str] = field(default_factory=lambda: [DEFAULT_ROUTER_ENDPOINT])  # where it listens
+    start: Literal["auto", "always", "never"] = "auto"  # auto: start one unless one already answers
+
+
+@dataclass
+class NodeConfig:
+    """One node process."""
+
+    name: str  # unique node name (also its log file name)
+    kind: str  # node kind, see `user node --list`
+    params: dict[str, Any] = field(default_factory=dict)  # the node's parameters, checked by the node
+    respawn: bool = False  # restart the process when it exits on its own
+    respawn_delay_s: float = 1.0  # wait before restarting
+    max_respawns: int = 5  # give up after this many restarts (-1: never give up)
+    env: dict[str, str] = field(default_factory=dict)  # extra environment variables for the process
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ConfigError(f"unknown node kind {self.kind!r} (known: {', '.join(sorted(KINDS))})")
+        if not self.name or "/" in self.name:
+            raise ConfigError(f"invalid node name {self.name!r}")
+
+
+@dataclass
+class Deployment:
+    """Everything `user bringup` starts."""
+
+    name: str  # deployment name, used for the run/log directory
+    nodes: list[NodeConfig]  # started in this order, stopped in reverse
+    router: RouterConfig = field(default_factory=RouterConfig)
+    log_dir: str = "runs/{name}/logs"  # per-node log files; {name} is the deployment name
+    shutdown_timeout_s: float = 5.0  # per node: SIGINT, then SIGTERM, then SIGKILL after this
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for node in self.nodes:
+            if node.name in seen:
+                raise ConfigError(f"node name {node.name!r} is used twice")
+            seen.add(node.name)
+
+
+def resolve_path(config: str | Path | None, search_dirs: list[str | Path] | None = None) -> Path:
+    """A config argument as a path: an existing file, or a name inside config/ (or `search_dirs`)."""
+    dirs = [Path(d) for d in (search_dirs or [])] + [CONFIG_DIR]
+    path = Path(config) if config is not None else Path(DEFAULT_CONFIG)
+    if config is not None and path.exists():
+        return path
+    for directory in dirs:
+        for candidate in (directory / path, directory / f"{path}.yaml"):
+            if candidate.is_file():
+                return candidate
+    raise ConfigError(f"{path}: no such deployment file (also looked in {', '.join(map(str, dirs))})")
+
+
+def load(config: str | Path | None = None, search_dirs: list[str | Path] | None = None) -> Deployment:
+    """Read and check a deployment file."""
+    path = resolve_path(config, search_dirs)
+    return from_mapping(Deployment, load_yaml(path), where=str(path))

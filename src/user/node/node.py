@@ -1,0 +1,102 @@
+"""`Node`: what every node class derives from. It types the Bus: messages in, messages out.
+
+Decoding happens here, once: a malformed payload is logged with its topic and type and dropped, and the
+node keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from user.bus.base import RELIABLE, Bus, Handle, QoS, RawPublisher
+from user.interfaces.codec import Codec, DecodeError, default_codec
+
+P = TypeVar("P")
+
+
+class TypedPublisher:
+    """Encodes messages of one type and publishes them on one topic."""
+
+    def __init__(self, raw: RawPublisher, typename: str, codec: Codec) -> None:
+        self.raw = raw
+        self.typename = typename
+        self._codec = codec
+
+    @property
+    def topic(self) -> str:
+        return self.raw.topic
+
+    def publish(self, msg: Any) -> None:
+        self.raw.publish(self._codec.encode(msg, self.typename))
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class Node:
+    """Base of all nodes. Subclasses declare parameters, publishers, subscriptions and timers in
+    `__init__` and release devices in `destroy()`."""
+
+    def __init__(self, bus: Bus, codec: Codec | None = None) -> None:
+        self.bus = bus
+        self.codec = codec or default_codec()
+        self.log = logging.getLogger(f"user.{bus.name}")
+        self.malformed_messages = 0  # payloads dropped because they did not decode
+
+    @property
+    def name(self) -> str:
+        return self.bus.name
+
+    def declare_parameters(self, spec: type[P]) -> P:
+        return self.bus.declare_parameters(spec)
+
+    def create_publisher(self, topic: str, typename: str, qos: QoS = RELIABLE) -> TypedPublisher:
+        name = self.codec.resolve(typename)
+        return TypedPublisher(self.bus.create_publisher(topic, name, qos), name, self.codec)
+
+    def create_subscription(
+        self, topic: str, typename: str, callback: Callable[[Any], None], qos: QoS = RELIABLE
+    ) -> Handle:
+        name = self.codec.resolve(typename)
+
+        def on_bytes(payload: bytes) -> None:
+            try:
+                msg = self.codec.decode(payload, name)
+            except DecodeError as exc:
+                self.malformed_messages += 1
+                self.log.error(
+                    "dropped a malformed message on %s (%s, %d bytes): %s",
+                    topic,
+                    name,
+                    len(payload),
+                    exc.reason,
+                )
+                return
+            callback(msg)
+
+        return self.bus.create_subscription(topic, name, on_bytes, qos)
+
+    def create_timer(self, period_s: float, callback: Callable[[], None]) -> Handle:
+        return self.bus.create_timer(period_s, callback)
+
+    def create_service(self, name: str, srv_type: str, handler: Callable[[Any], Any]) -> Handle:
+        """Serve `srv_type` ("pkg/srv/Name"); `handler` takes the request message, returns the response."""
+        req_type, resp_type = f"{srv_type}_Request", f"{srv_type}_Response"
+
+        def on_request(payload: bytes) -> bytes:
+            request = self.codec.decode(payload, req_type)
+            return self.codec.encode(handler(request), resp_type)
+
+        return self.bus.create_service(name, srv_type, on_request)
+
+    def call_service(self, name: str, srv_type: str, request: Any, timeout_s: float) -> Any:
+        """Call a service and return its decoded response. Raises `ServiceError`/`ServiceTimeoutError`."""
+        payload = self.codec.encode(request, f"{srv_type}_Request")
+        return self.codec.decode(
+            self.bus.call_service(name, srv_type, payload, timeout_s), f"{srv_type}_Response"
+        )
+
+    def destroy(self) -> None:
+        """Release devices and resources. The runtime closes the bus afterwards."""

@@ -1,0 +1,30 @@
+"""Node kinds that `user node KIND` and the launchers can start, by name.
+
+Kinds are imported lazily, so starting one node never imports the others' heavy dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+KINDS: dict[str, str] = {
+    "talker": "user.nodes.demo:Talker",
+    "listener": "user.nodes.demo:Listener",
+}
+
+
+class UnknownNodeKindError(LookupError):
+    """A deployment or command line names a node kind that does not exist."""
+
+
+def load_kind(kind: str) -> Any:
+    """The node class registered as `kind`."""
+    try:
+        target = KINDS[kind]
+    except KeyError:
+        raise UnknownNodeKindError(
+            f"unknown node kind {kind!r} (known: {', '.join(sorted(KINDS))})"
+        ) from None
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)

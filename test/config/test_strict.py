@@ -1,0 +1,92 @@
+"""The strict config loader: unknown keys, wrong types and bounds are errors that say where."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from user.config.strict import ConfigError, describe_settings, from_mapping, load_yaml, setting
+
+
+@dataclass
+class Inner:
+    gain: float = setting(1.0, "a gain", min=0.0, max=10.0)
+    mode: Literal["fast", "real_time"] = "fast"
+
+
+@dataclass
+class Outer:
+    name: str
+    inner: Inner = field(default_factory=Inner)
+    items: list[Inner] = field(default_factory=list)
+    tags: dict[str, int] = field(default_factory=dict)
+    size: tuple[int, int] = (1, 2)
+    limit: int | None = None
+    flag: bool = setting(False, "a flag")
+
+
+def test_builds_nested_dataclasses() -> None:
+    cfg = from_mapping(
+        Outer,
+        {"name": "a", "inner": {"gain": 2}, "items": [{"mode": "real_time"}], "tags": {"x": 1}, "size": [3, 4]},
+        where="f.yaml",
+    )
+    assert cfg.inner.gain == 2.0 and isinstance(cfg.inner.gain, float)
+    assert cfg.items[0].mode == "real_time"
+    assert cfg.tags == {"x": 1} and cfg.size == (3, 4) and cfg.limit is None
+
+
+def test_unknown_key_names_key_path_and_file() -> None:
+    with pytest.raises(ConfigError) as err:
+        from_mapping(Outer, {"name": "a", "items": [{"gian": 1.0}]}, where="cfg/run.yaml")
+    text = str(err.value)
+    assert "cfg/run.yaml" in text and "items[0]" in text and "'gian'" in text and "gain" in text
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({}, "name: required key is missing"),
+        ({"name": 3}, "expected a string"),
+        ({"name": "a", "flag": 1}, "expected true or false"),
+        ({"name": "a", "limit": 1.5}, "expected an integer"),
+        ({"name": "a", "inner": {"gain": -1}}, "below the minimum"),
+        ({"name": "a", "inner": {"gain": 11}}, "above the maximum"),
+        ({"name": "a", "inner": {"mode": "slow"}}, "is not one of"),
+        ({"name": "a", "size": [1, 2, 3]}, "expected 2 items"),
+        ({"name": "a", "items": {"gain": 1}}, "expected a list"),
+        ({"name": "a", "tags": [1]}, "expected a mapping"),
+    ],
+)
+def test_bad_values_are_refused(data: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        from_mapping(Outer, data, where="x.yaml")
+
+
+def test_post_init_errors_carry_the_location() -> None:
+    @dataclass
+    class Checked:
+        rate: float = 1.0
+
+        def __post_init__(self) -> None:
+            if self.rate == 0:
+                raise ValueError("rate must not be zero")
+
+    with pytest.raises(ConfigError, match=r"^x.yaml: rate must not be zero$"):
+        from_mapping(Checked, {"rate": 0}, where="x.yaml")
+
+
+def test_yaml_errors_name_the_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\n")
+    with pytest.raises(ConfigError, match="bad.yaml: not valid YAML"):
+        load_yaml(bad)
+    with pytest.raises(ConfigError, match="missing.yaml: cannot read"):
+        load_yaml(tmp_path / "missing.yaml")
+
+
+def test_describe_settings_lists_docs() -> None:
+    rows = {name: (default, doc) for name, _tp, default, doc in describe_settings(Inner)}
+    assert rows["gain"] == (1.0, "a gain")
