@@ -30,7 +30,13 @@ class Outer:
 def test_builds_nested_dataclasses() -> None:
     cfg = from_mapping(
         Outer,
-        {"name": "a", "inner": {"gain": 2}, "items": [{"mode": "real_time"}], "tags": {"x": 1}, "size": [3, 4]},
+        {
+            "name": "a",
+            "inner": {"gain": 2},
+            "items": [{"mode": "real_time"}],
+            "tags": {"x": 1},
+            "size": [3, 4],
+        },
         where="f.yaml",
     )
     assert cfg.inner.gain == 2.0 and isinstance(cfg.inner.gain, float)

@@ -98,7 +98,7 @@ class Bus(Protocol):
         """Call back on each token under `prefix` appearing (True) or gone (False), current ones first."""
         ...
 
-    def topic_names_and_types(self, timeout_s: float = 1.0) -> dict[str, list[str]]:
+    def topic_names_and_types(self, timeout_s: float = 0.5) -> dict[str, list[str]]:
         """Topics currently published or subscribed anywhere, with their types."""
         ...
 

@@ -34,6 +34,23 @@ ROS_BUILTIN_PARAMETERS = {
 }  # declared by rclpy itself on every node  # how often the ROS graph is polled for token changes
 
 
+class RosUnavailableError(ImportError):
+    """rclpy cannot be imported: ROS 2 is not installed or not sourced."""
+
+
+def require_rclpy() -> Any:
+    """Import rclpy, or explain how to get it (or how to do without it)."""
+    try:
+        import rclpy
+        import rclpy.callback_groups
+    except ImportError as exc:
+        raise RosUnavailableError(
+            "the ROS 2 runtime needs rclpy (ROS 2 Humble): `source /opt/ros/humble/setup.bash` first, "
+            "or run the same nodes without ROS: `user bringup CONFIG` / `user node KIND`"
+        ) from exc
+    return rclpy
+
+
 def token_topic(key: str) -> str:
     """A valid ROS topic name standing for a liveliness key (hex keeps any character legal)."""
     return TOKEN_TOPIC_PREFIX + key.encode().hex()
@@ -67,8 +84,7 @@ class RosBus:
     """Bus over an existing `rclpy.node.Node`."""
 
     def __init__(self, node: Any) -> None:
-        import rclpy.callback_groups
-
+        rclpy = require_rclpy()
         self.node = node
         self._clients_group = rclpy.callback_groups.ReentrantCallbackGroup()
 
@@ -201,7 +217,7 @@ class RosBus:
         timer = self.node.create_timer(TOKEN_POLL_S, poll)
         return _RosHandle(lambda: self.node.destroy_timer(timer))
 
-    def topic_names_and_types(self, timeout_s: float = 1.0) -> dict[str, list[str]]:
+    def topic_names_and_types(self, timeout_s: float = 0.5) -> dict[str, list[str]]:
         return {name: list(types) for name, types in self.node.get_topic_names_and_types()}
 
     def close(self) -> None:

@@ -40,6 +40,8 @@ P = TypeVar("P")
 GRAPH_PREFIX = "@user/graph"  # liveliness tokens describing publishers and subscribers (for `topic list`)
 NODE_PREFIX = "@user/node"  # one liveliness token per running node
 
+ZENOH_TIMEOUT_REPLY = "Timeout"  # the error reply zenoh synthesises when a query's deadline passes
+
 _log = logging.getLogger(__name__)
 
 
@@ -247,12 +249,18 @@ class ZenohBus:
             target=zenoh.QueryTarget.BEST_MATCHING,
             congestion_control=zenoh.CongestionControl.BLOCK,
         )
+        timed_out = ServiceTimeoutError(
+            f"service {full} ({srv_type}) did not answer within {timeout_s:.1f} s"
+        )
         for reply in replies:
             if reply.ok is not None:
                 return bytes(reply.ok.payload.to_bytes())
-            raise ServiceError(reply.err.payload.to_bytes().decode(errors="replace"))
+            text = reply.err.payload.to_bytes().decode(errors="replace")
+            if text == ZENOH_TIMEOUT_REPLY:
+                raise timed_out
+            raise ServiceError(text)
         if time.monotonic() - start >= 0.9 * timeout_s:
-            raise ServiceTimeoutError(f"service {full} ({srv_type}) did not answer within {timeout_s:.1f} s")
+            raise timed_out
         raise ServiceError(f"no server for service {full} ({srv_type})")
 
     def declare_parameters(self, spec: type[P]) -> P:
@@ -278,24 +286,38 @@ class ZenohBus:
         self._keep(handle)
         return handle
 
-    def topic_names_and_types(self, timeout_s: float = 1.0) -> dict[str, list[str]]:
+    def _live_tokens(self, pattern: str, window_s: float) -> list[str]:
+        """Liveliness tokens matching `pattern`, collected for `window_s`.
+
+        A history subscriber rather than a one-shot query: right after a session opens, a query can
+        return before the router has told it about existing tokens, the subscriber's history cannot.
+        """
+        alive: dict[str, bool] = {}
+        lock = threading.Lock()
+
+        def on_sample(sample: Any) -> None:
+            with lock:
+                alive[str(sample.key_expr)] = sample.kind == zenoh.SampleKind.PUT
+
+        sub = self.session.liveliness().declare_subscriber(pattern, on_sample, history=True)
+        time.sleep(window_s)
+        sub.undeclare()  # type: ignore[no-untyped-call]
+        with lock:
+            return sorted(key for key, up in alive.items() if up)
+
+    def topic_names_and_types(self, timeout_s: float = 0.5) -> dict[str, list[str]]:
         found: dict[str, set[str]] = {}
-        for reply in self.session.liveliness().get(f"{GRAPH_PREFIX}/*/**", timeout=timeout_s):
-            if reply.ok is None:
-                continue
-            parts = str(reply.ok.key_expr).split("/")
-            # @user / graph / role / topic / type / node / id
+        for key in self._live_tokens(f"{GRAPH_PREFIX}/*/**", timeout_s):
+            parts = key.split("/")  # @user / graph / role / topic / type / node / id
             if len(parts) >= 5 and parts[2] in ("pub", "sub"):
                 found.setdefault(unmangle(parts[3]), set()).add(unmangle(parts[4]))
         return {topic: sorted(types) for topic, types in sorted(found.items())}
 
-    def node_names(self, timeout_s: float = 1.0) -> list[str]:
+    def node_names(self, timeout_s: float = 0.5) -> list[str]:
         """Names of the nodes currently alive on the network."""
-        names = set()
-        for reply in self.session.liveliness().get(f"{NODE_PREFIX}/**", timeout=timeout_s):
-            if reply.ok is not None:
-                names.add(unmangle(str(reply.ok.key_expr).split("/")[2]))
-        return sorted(names)
+        return sorted(
+            {unmangle(key.split("/")[2]) for key in self._live_tokens(f"{NODE_PREFIX}/**", timeout_s)}
+        )
 
     def close(self) -> None:
         """Undeclare everything and close the session. Safe to call twice."""

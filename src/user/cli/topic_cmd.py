@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
     ls = tsub.add_parser("list", help="topics announced by running nodes")
     ls.add_argument("-t", "--show-types", action="store_true")
-    ls.add_argument("--timeout", type=float, default=1.0, help="seconds to collect announcements")
+    ls.add_argument("--timeout", type=float, default=0.5, help="seconds to collect announcements")
     ls.set_defaults(func=run_list)
 
     echo = tsub.add_parser("echo", help="print messages of a topic as YAML")
@@ -86,17 +86,17 @@ def discover_type(bus: ZenohBus, topic: str, codec: Codec, timeout_s: float) -> 
     """The type a running publisher announces for `topic`, waiting up to `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
-        types = bus.topic_names_and_types(timeout_s=0.5).get(topic, [])
+        types = bus.topic_names_and_types(timeout_s=0.3).get(topic, [])
         if len(types) == 1:
             return codec.resolve(types[0])
         if len(types) > 1:
             raise TopicToolError(f"{topic} is announced with several types ({', '.join(types)}); pass one")
         if time.monotonic() >= deadline:
             raise TopicToolError(
-                f"cannot tell the type of {topic}: no node announces it. Pass it, e.g. "
+                f"cannot tell the type of {topic} after {timeout_s:.0f} s: no node announces it. "
+                "Pass it, e.g. "
                 f"`user topic echo {topic} std_msgs/msg/String`"
             )
-        time.sleep(0.2)
 
 
 @_guard

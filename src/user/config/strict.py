@@ -80,7 +80,7 @@ def _convert_union(args: tuple[Any, ...], value: Any, where: str) -> Any:
     if value is None:
         if type(None) in args:
             return None
-        raise _at(where, f"a value is required")
+        raise _at(where, "a value is required")
     errors = []
     for arg in args:
         if arg is type(None):

@@ -12,9 +12,13 @@ from typing import Any, Literal
 
 from user.bus.zenoh_config import DEFAULT_ROUTER_ENDPOINT
 from user.config.strict import ConfigError, from_mapping, load_yaml
+from user.interfaces.idl import candidate_dirs
 from user.nodes import KINDS
 
-CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"  # config/ of a source checkout
+CONFIG_DIR = next(  # config/ of a source checkout, else of the install (<prefix>/share/user/config)
+    (d / "config" for d in candidate_dirs() if (d / "config").is_dir()),
+    Path(__file__).resolve().parents[3] / "config",
+)
 DEFAULT_CONFIG = "default.yaml"
 
 

@@ -7,6 +7,7 @@ so there is exactly one definition of every message.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,10 +37,9 @@ def candidate_dirs() -> list[Path]:
         dirs.append(Path(env))
     # A source checkout or editable install: src/user/interfaces/idl.py -> repository root.
     dirs.append(Path(__file__).resolve().parents[3])
-    # A colcon/ament install: <prefix>/share/user/{msg,srv}.
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        if prefix:
-            dirs.append(Path(prefix) / "share" / PACKAGE)
+    # A pip install (data files) or a colcon/ament install: <prefix>/share/user/{msg,srv}.
+    prefixes = [sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)]
+    dirs.extend(Path(prefix) / "share" / PACKAGE for prefix in prefixes if prefix)
     return dirs
 
 

@@ -23,10 +23,14 @@ def split_kind(argv: list[str]) -> tuple[str, list[str]]:
 
 
 def run_ros_node(argv: list[str]) -> int:
-    import rclpy
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+    from user.bus.ros_bus import RosBus, RosUnavailableError, require_rclpy
 
-    from user.bus.ros_bus import RosBus
+    try:
+        rclpy = require_rclpy()
+    except RosUnavailableError as exc:
+        _log.error("%s", exc)
+        return 2
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
     try:
         kind, ros_args = split_kind(argv)

@@ -1,0 +1,117 @@
+"""A node as its own process (`user node KIND`): malformed input, shutdown on signals, startup errors."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zenoh
+
+from test.conftest import free_port, user_cmd, wait_until
+from user.bus.zenoh_config import ZenohSettings, session_config
+from user.interfaces import default_codec
+
+
+class NodeProcess:
+    """A `user node` subprocess whose combined output goes to a file we can poll."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self._file = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            user_cmd("node", *args), env=env, stdout=self._file, stderr=subprocess.STDOUT
+        )
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, fragment: str, timeout_s: float = 20.0) -> bool:
+        return wait_until(lambda: fragment in self.text(), timeout_s, 0.05)
+
+    def stop(self, sig: int = signal.SIGINT, timeout_s: float = 10.0) -> tuple[int, float]:
+        start = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout_s)
+        self._file.close()
+        return code, time.monotonic() - start
+
+
+@pytest.fixture
+def node_process(zenoh_env: dict[str, str], tmp_path: Path) -> Iterator[type[NodeProcess]]:
+    started: list[NodeProcess] = []
+
+    class Bound(NodeProcess):
+        def __init__(self, *args: str) -> None:
+            super().__init__(list(args), zenoh_env, tmp_path / f"node{len(started)}.log")
+            started.append(self)
+
+    yield Bound
+    for p in started:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait(5)
+
+
+def test_malformed_payload_is_logged_and_the_node_keeps_running(
+    node_process,
+    router_endpoint: str,  # type: ignore[no-untyped-def]
+    topic: str,
+) -> None:
+    listener = node_process("listener", "--name", "ears", "-p", f"topic:={topic}")
+    assert listener.wait_for("running")
+    raw = zenoh.open(session_config(ZenohSettings(router=[router_endpoint])))
+    try:
+        pub = raw.declare_publisher(topic.lstrip("/"), congestion_control=zenoh.CongestionControl.BLOCK)
+        assert wait_until(lambda: pub.matching_status.matching, 10.0)
+        pub.put(b"\x00\x01\x00\x00\xff\xff\xff\x7fgarbage")  # string length far beyond the payload
+        pub.put(b"\x07")  # shorter than a CDR header
+        codec = default_codec()
+        pub.put(codec.encode(codec.msg_class("std_msgs/msg/String")(data="still alive")))
+        assert listener.wait_for('I heard: "still alive"'), listener.text()
+    finally:
+        raw.close()
+    text = listener.text()
+    assert text.count("dropped a malformed message") == 2
+    assert f"on {topic} (std_msgs/msg/String" in text
+    assert listener.proc.poll() is None
+    code, _ = listener.stop()
+    assert code == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_a_node_within_5s_with_exit_0(node_process, topic: str, sig: int) -> None:  # type: ignore[no-untyped-def]
+    talker = node_process("talker", "-p", f"topic:={topic}", "-p", "rate_hz:=50.0")
+    assert talker.wait_for("Publishing"), talker.text()
+    code, elapsed = talker.stop(sig)
+    assert code == 0, talker.text()
+    assert elapsed < 5.0
+    assert "shutting down" in talker.text()
+
+
+def test_bad_parameter_fails_at_startup_naming_it(node_process) -> None:  # type: ignore[no-untyped-def]
+    node = node_process("talker", "-p", "rate_hz:=fast")
+    assert node.proc.wait(20) == 2
+    assert "rate_hz" in node.text() and "expected a number" in node.text()
+    node = node_process("talker", "-p", "rat_hz:=3")
+    assert node.proc.wait(20) == 2
+    assert "unknown key 'rat_hz'" in node.text()
+
+
+def test_unknown_kind_fails_listing_kinds(node_process) -> None:  # type: ignore[no-untyped-def]
+    node = node_process("talkr")
+    assert node.proc.wait(20) == 2
+    assert "unknown node kind 'talkr'" in node.text() and "talker" in node.text()
+
+
+def test_no_router_says_so_instead_of_waiting(tmp_path: Path, zenoh_env: dict[str, str]) -> None:
+    env = dict(zenoh_env, USER_ZENOH_ROUTER=f"tcp/127.0.0.1:{free_port()}")
+    start = time.monotonic()
+    proc = subprocess.run(user_cmd("node", "listener"), env=env, capture_output=True, timeout=30)
+    assert proc.returncode == 2
+    assert time.monotonic() - start < 15
+    assert b"no Zenoh router reachable" in proc.stderr and b"user router" in proc.stderr
