@@ -50,9 +50,7 @@ def router_endpoint() -> Iterator[str]:
     try:
         if not wait_until(lambda: router_reachable([endpoint], 0.5), 15.0, 0.1):
             proc.kill()
-            raise RuntimeError(
-                f"test router did not start: {proc.stderr.read().decode() if proc.stderr else ''}"
-            )
+            raise RuntimeError(f"test router did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
         yield endpoint
     finally:
         proc.terminate()

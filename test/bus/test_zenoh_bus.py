@@ -85,9 +85,7 @@ def test_raw_zenoh_session_sees_bus_messages_on_the_bridge_key(
     raw = zenoh.open(session_config(ZenohSettings(router=[router_endpoint])))
     try:
         got, event, _ = _collector()
-        sub = raw.declare_subscriber(
-            topic.lstrip("/"), lambda s: (got.append(s.payload.to_bytes()), event.set())
-        )
+        sub = raw.declare_subscriber(topic.lstrip("/"), lambda s: (got.append(s.payload.to_bytes()), event.set()))
         pub = make_bus("a").create_publisher(topic, "std_msgs/msg/String")
         _wait_matched(pub)
         pub.publish(b"\x00\x01\x00\x00payload")

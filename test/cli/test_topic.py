@@ -99,18 +99,14 @@ def test_pub_echo_list_and_hz_between_user_tools(zenoh_env: dict[str, str], topi
         assert len(docs) == 2
         assert docs[0]["name"] == ["j1", "j2"] and docs[0]["position"] == [0.5, -1.25]
 
-        listed = subprocess.run(
-            user_cmd("topic", "list", "-t"), env=zenoh_env, capture_output=True, timeout=60
-        )
+        listed = subprocess.run(user_cmd("topic", "list", "-t"), env=zenoh_env, capture_output=True, timeout=60)
         assert f"{topic} [sensor_msgs/msg/JointState]" in listed.stdout.decode()
 
         hz = subprocess.run(
             user_cmd("topic", "hz", topic, "--count", "3"), env=zenoh_env, capture_output=True, timeout=60
         )
         rates = [
-            float(line.split(":")[1])
-            for line in hz.stdout.decode().splitlines()
-            if line.startswith("average rate")
+            float(line.split(":")[1]) for line in hz.stdout.decode().splitlines() if line.startswith("average rate")
         ]
         assert rates and 10.0 < rates[-1] < 30.0, hz.stdout.decode()  # 20 Hz, loosely: shared machine
     finally:

@@ -70,9 +70,7 @@ def test_bringup_starts_router_and_nodes_and_sigint_stops_all(tmp_path: Path) ->
     assert code == 0, text
     assert elapsed < 5.0, text
     # ordered shutdown: listener (started last) stops before talker, the router last
-    assert (
-        text.index("stopped listener") < text.index("stopped talker") < text.index("stopped the Zenoh router")
-    )
+    assert text.index("stopped listener") < text.index("stopped talker") < text.index("stopped the Zenoh router")
     assert not any(_alive(pid) for pid in pids)
     assert "Publishing" in (tmp_path / "logs" / "talker.log").read_text()
 

@@ -47,9 +47,7 @@ def test_unknown_kind_and_duplicate_names(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown node kind 'talkr'"):
         load(_write(tmp_path, "name: x\nnodes:\n  - {name: a, kind: talkr}\n"))
     with pytest.raises(ConfigError, match="used twice"):
-        load(
-            _write(tmp_path, "name: x\nnodes:\n  - {name: a, kind: talker}\n  - {name: a, kind: listener}\n")
-        )
+        load(_write(tmp_path, "name: x\nnodes:\n  - {name: a, kind: talker}\n  - {name: a, kind: listener}\n"))
 
 
 def test_missing_file_is_clear() -> None:

@@ -135,9 +135,7 @@ def test_observation_domain_roundtrip_with_jpeg_images() -> None:
         policy_version=11,
         frame_id="fr3_link0",
     )
-    back = observation_from_msg(
-        CODEC.decode(CODEC.encode(observation_to_msg(obs, CODEC)), "user/msg/Observation")
-    )
+    back = observation_from_msg(CODEC.decode(CODEC.encode(observation_to_msg(obs, CODEC)), "user/msg/Observation"))
     assert back.images == obs.images and back.stamp_ns == obs.stamp_ns and back.frame_id == "fr3_link0"
     np.testing.assert_array_equal(back.state, obs.state)
     pixels = decode_image(back.images[0].data)

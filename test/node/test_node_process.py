@@ -22,9 +22,7 @@ class NodeProcess:
     def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
         self.log = log
         self._file = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            user_cmd("node", *args), env=env, stdout=self._file, stderr=subprocess.STDOUT
-        )
+        self.proc = subprocess.Popen(user_cmd("node", *args), env=env, stdout=self._file, stderr=subprocess.STDOUT)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")

@@ -118,9 +118,7 @@ class RosBus:
         pub = self.node.create_publisher(self._message_class(typename), topic, self._qos(qos))
         return RosPublisher(self.node, topic, pub)
 
-    def create_subscription(
-        self, topic: str, typename: str, callback: RawCallback, qos: QoS = RELIABLE
-    ) -> Any:
+    def create_subscription(self, topic: str, typename: str, callback: RawCallback, qos: QoS = RELIABLE) -> Any:
         sub = self.node.create_subscription(
             self._message_class(typename), topic, lambda data: callback(bytes(data)), self._qos(qos), raw=True
         )
@@ -154,9 +152,7 @@ class RosBus:
             future.add_done_callback(lambda _f: done.set())
             if not done.wait(timeout_s):
                 future.cancel()
-                raise ServiceTimeoutError(
-                    f"service {name} ({srv_type}) did not answer within {timeout_s:.1f} s"
-                )
+                raise ServiceTimeoutError(f"service {name} ({srv_type}) did not answer within {timeout_s:.1f} s")
             if future.exception() is not None:
                 raise ServiceError(f"service {name} failed: {future.exception()}")
             return bytes(serialize_message(future.result()))
@@ -181,9 +177,7 @@ class RosBus:
             if self.node.has_parameter(name):  # declared from the launch file's overrides
                 values[name] = self.node.get_parameter(name).value
                 continue
-            descriptor = ParameterDescriptor(
-                description=docs.get(name.split(".")[0], ""), dynamic_typing=True
-            )
+            descriptor = ParameterDescriptor(description=docs.get(name.split(".")[0], ""), dynamic_typing=True)
             values[name] = self.node.declare_parameter(name, default, descriptor).value
         for name, param in self.node.get_parameters_by_prefix("").items():
             if name not in ROS_BUILTIN_PARAMETERS:

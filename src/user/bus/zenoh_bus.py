@@ -172,9 +172,7 @@ class ZenohBus:
         full = resolve(topic, self.namespace)
         key = topic_to_key(full)
         options: dict[str, Any] = {
-            "congestion_control": zenoh.CongestionControl.BLOCK
-            if qos.reliable
-            else zenoh.CongestionControl.DROP,
+            "congestion_control": zenoh.CongestionControl.BLOCK if qos.reliable else zenoh.CongestionControl.DROP,
             "reliability": zenoh.Reliability.RELIABLE if qos.reliable else zenoh.Reliability.BEST_EFFORT,
             "express": qos.express,
         }
@@ -192,9 +190,7 @@ class ZenohBus:
         self._keep(handle)
         return handle
 
-    def create_subscription(
-        self, topic: str, typename: str, callback: RawCallback, qos: QoS = RELIABLE
-    ) -> _Declared:
+    def create_subscription(self, topic: str, typename: str, callback: RawCallback, qos: QoS = RELIABLE) -> _Declared:
         self._check_open()
         full = resolve(topic, self.namespace)
         key = topic_to_key(full)
@@ -249,9 +245,7 @@ class ZenohBus:
             target=zenoh.QueryTarget.BEST_MATCHING,
             congestion_control=zenoh.CongestionControl.BLOCK,
         )
-        timed_out = ServiceTimeoutError(
-            f"service {full} ({srv_type}) did not answer within {timeout_s:.1f} s"
-        )
+        timed_out = ServiceTimeoutError(f"service {full} ({srv_type}) did not answer within {timeout_s:.1f} s")
         for reply in replies:
             if reply.ok is not None:
                 return bytes(reply.ok.payload.to_bytes())
@@ -279,9 +273,7 @@ class ZenohBus:
         def on_sample(sample: Any) -> None:
             guarded(str(sample.key_expr), sample.kind == zenoh.SampleKind.PUT)
 
-        sub = self.session.liveliness().declare_subscriber(
-            f"{prefix.rstrip('/')}/**", on_sample, history=True
-        )
+        sub = self.session.liveliness().declare_subscriber(f"{prefix.rstrip('/')}/**", on_sample, history=True)
         handle = _Declared(self, sub)
         self._keep(handle)
         return handle
@@ -315,9 +307,7 @@ class ZenohBus:
 
     def node_names(self, timeout_s: float = 0.5) -> list[str]:
         """Names of the nodes currently alive on the network."""
-        return sorted(
-            {unmangle(key.split("/")[2]) for key in self._live_tokens(f"{NODE_PREFIX}/**", timeout_s)}
-        )
+        return sorted({unmangle(key.split("/")[2]) for key in self._live_tokens(f"{NODE_PREFIX}/**", timeout_s)})
 
     def close(self) -> None:
         """Undeclare everything and close the session. Safe to call twice."""

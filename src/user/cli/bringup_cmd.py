@@ -15,9 +15,7 @@ _log = logging.getLogger("user.bringup")
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bringup", help="start every node of a deployment, each in its own process")
-    p.add_argument(
-        "config", nargs="?", help="deployment YAML (a path, or a name in config/; default: default)"
-    )
+    p.add_argument("config", nargs="?", help="deployment YAML (a path, or a name in config/; default: default)")
     p.add_argument("--log-dir", type=Path, help="where node log files go (default from the deployment)")
     p.set_defaults(func=run)
 

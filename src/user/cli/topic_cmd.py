@@ -125,9 +125,7 @@ def run_echo(args: argparse.Namespace) -> int:
     bus = open_tool_bus("topic")
     try:
         typename = (
-            codec.resolve(args.type)
-            if args.type
-            else discover_type(bus, args.topic, codec, TYPE_DISCOVERY_TIMEOUT_S)
+            codec.resolve(args.type) if args.type else discover_type(bus, args.topic, codec, TYPE_DISCOVERY_TIMEOUT_S)
         )
         limit = 1 if args.once else args.count
         done = threading.Event()
@@ -211,9 +209,7 @@ def run_pub(args: argparse.Namespace) -> int:
     try:
         pub = bus.create_publisher(args.topic, typename)
         if not pub.wait_for_subscribers(args.wait_matching):
-            _log.warning(
-                "no subscriber on %s after %.1f s; publishing anyway", args.topic, args.wait_matching
-            )
+            _log.warning("no subscriber on %s after %.1f s; publishing anyway", args.topic, args.wait_matching)
         sent = 0
         period = 1.0 / args.rate
         next_at = time.monotonic()

@@ -98,9 +98,7 @@ def _convert_sequence(tp: Any, origin: Any, args: tuple[Any, ...], value: Any, w
     if (origin or tp) is tuple and args and args[-1] is not Ellipsis:
         if len(args) != len(value):
             raise _at(where, f"expected {len(args)} items, got {len(value)}")
-        return tuple(
-            _convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True))
-        )
+        return tuple(_convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
     item_tp = args[0] if args else Any
     items = [_convert(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value)]
     return tuple(items) if (origin or tp) is tuple else items

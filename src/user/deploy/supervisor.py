@@ -83,9 +83,7 @@ class Child:
             try:
                 self.proc.wait(wait_s)
             except subprocess.TimeoutExpired:
-                _log.warning(
-                    "%s did not stop on %s within %.1f s", self.name, signal.Signals(sig).name, wait_s
-                )
+                _log.warning("%s did not stop on %s within %.1f s", self.name, signal.Signals(sig).name, wait_s)
         if self._log_file is not None:
             self._log_file.close()
         return self.proc.poll()
@@ -114,9 +112,7 @@ class Supervisor:
         running = router_reachable(cfg.endpoints, timeout_s=0.5)
         if cfg.start == "never" or (cfg.start == "auto" and running):
             if not running:
-                raise BringupError(
-                    f"no Zenoh router answers at {', '.join(cfg.endpoints)} and router.start is never"
-                )
+                raise BringupError(f"no Zenoh router answers at {', '.join(cfg.endpoints)} and router.start is never")
             _log.info("using the Zenoh router already running at %s", ", ".join(cfg.endpoints))
             return
         argv = [sys.executable, "-m", "user", "router"]
@@ -128,8 +124,7 @@ class Supervisor:
         while not router_reachable(cfg.endpoints, timeout_s=0.5):
             if not self.router.alive() or time.monotonic() > deadline:
                 raise BringupError(
-                    f"the Zenoh router did not come up on {', '.join(cfg.endpoints)}; "
-                    f"see {self.router.log_path}"
+                    f"the Zenoh router did not come up on {', '.join(cfg.endpoints)}; see {self.router.log_path}"
                 )
             time.sleep(0.1)
 
@@ -167,9 +162,7 @@ class Supervisor:
             code = child.proc.returncode
             can_respawn = child.respawn and (child.max_respawns < 0 or child.respawns < child.max_respawns)
             if can_respawn:
-                _log.warning(
-                    "%s exited with code %s; respawning in %.1f s", child.name, code, child.respawn_delay_s
-                )
+                _log.warning("%s exited with code %s; respawning in %.1f s", child.name, code, child.respawn_delay_s)
                 child.restart_at = now + child.respawn_delay_s
             else:
                 _log.error("%s exited with code %s", child.name, code)

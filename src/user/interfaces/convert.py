@@ -75,15 +75,11 @@ def _from_data(typename: str, data: Any, codec: Codec, where: str) -> Any:
     names = [n for n, _ in fields]
     unknown = [k for k in data if k not in names]
     if unknown:
-        raise MessageDataError(
-            f"{where}: {typename} has no field {unknown[0]!r} (fields: {', '.join(names)})"
-        )
+        raise MessageDataError(f"{where}: {typename} has no field {unknown[0]!r} (fields: {', '.join(names)})")
     kwargs = {}
     for fname, desc in fields:
         sub = f"{where}.{fname}"
-        kwargs[fname] = (
-            _value_from_data(desc, data[fname], codec, sub) if fname in data else _default(desc, codec)
-        )
+        kwargs[fname] = _value_from_data(desc, data[fname], codec, sub) if fname in data else _default(desc, codec)
     return codec.msg_class(typename)(**kwargs)
 
 

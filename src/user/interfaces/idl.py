@@ -61,7 +61,5 @@ def read_interfaces(root: Path | None = None) -> list[InterfaceFile]:
     files: list[InterfaceFile] = []
     for kind in ("msg", "srv"):
         for path in sorted((base / kind).glob(f"*.{kind}")):
-            files.append(
-                InterfaceFile(f"{PACKAGE}/{kind}/{path.stem}", kind, path, path.read_text(encoding="utf-8"))
-            )
+            files.append(InterfaceFile(f"{PACKAGE}/{kind}/{path.stem}", kind, path, path.read_text(encoding="utf-8")))
     return files

@@ -94,9 +94,7 @@ class Node:
     def call_service(self, name: str, srv_type: str, request: Any, timeout_s: float) -> Any:
         """Call a service and return its decoded response. Raises `ServiceError`/`ServiceTimeoutError`."""
         payload = self.codec.encode(request, f"{srv_type}_Request")
-        return self.codec.decode(
-            self.bus.call_service(name, srv_type, payload, timeout_s), f"{srv_type}_Response"
-        )
+        return self.codec.decode(self.bus.call_service(name, srv_type, payload, timeout_s), f"{srv_type}_Response")
 
     def destroy(self) -> None:
         """Release devices and resources. The runtime closes the bus afterwards."""

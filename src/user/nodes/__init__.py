@@ -23,8 +23,6 @@ def load_kind(kind: str) -> Any:
     try:
         target = KINDS[kind]
     except KeyError:
-        raise UnknownNodeKindError(
-            f"unknown node kind {kind!r} (known: {', '.join(sorted(KINDS))})"
-        ) from None
+        raise UnknownNodeKindError(f"unknown node kind {kind!r} (known: {', '.join(sorted(KINDS))})") from None
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
