@@ -16,6 +16,7 @@ DEFAULT_ROUTER_ENDPOINT = "tcp/127.0.0.1:7447"
 ENV_ROUTER = "USER_ZENOH_ROUTER"  # comma-separated router endpoints, e.g. "tcp/10.0.0.5:7447"
 ENV_CONFIG = "USER_ZENOH_CONFIG"  # path of a Zenoh JSON5 config file applied before our settings
 ENV_MULTICAST = "USER_ZENOH_MULTICAST"  # "1" turns multicast scouting on
+ENV_LEASE = "USER_ZENOH_LEASE_S"  # seconds of silence after which a peer counts as gone
 
 
 @dataclass
@@ -27,6 +28,7 @@ class ZenohSettings:
     multicast_scouting: bool = False  # discover peers by UDP multicast as well (off, like rmw_zenoh)
     router_timeout_s: float = 5.0  # how long a node waits for its router before failing clearly
     config_file: str | None = None  # a Zenoh JSON5 file for everything else (TLS, auth, ...)
+    lease_s: float | None = None  # declare a silent peer (hung host, cut cable) dead after this; None: Zenoh's 10 s
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ZenohSettings:
@@ -36,6 +38,8 @@ class ZenohSettings:
             settings.router = [e.strip() for e in os.environ[ENV_ROUTER].split(",") if e.strip()]
         if os.environ.get(ENV_CONFIG):
             settings.config_file = os.environ[ENV_CONFIG]
+        if os.environ.get(ENV_LEASE):
+            settings.lease_s = float(os.environ[ENV_LEASE])
         if os.environ.get(ENV_MULTICAST):
             settings.multicast_scouting = os.environ[ENV_MULTICAST] not in ("", "0", "false")
         for key, value in overrides.items():
@@ -56,6 +60,10 @@ def session_config(settings: ZenohSettings, mode: str = "peer", listen: list[str
         config.insert_json5("connect/endpoints", json.dumps(settings.router))
         config.insert_json5("listen/endpoints", json.dumps(listen if listen is not None else settings.listen))
     config.insert_json5("scouting/multicast/enabled", json.dumps(settings.multicast_scouting))
+    if settings.lease_s is not None:
+        # A killed process is noticed at once (its connection closes); the lease covers silent failures.
+        config.insert_json5("transport/link/tx/lease", json.dumps(int(settings.lease_s * 1000)))
+        config.insert_json5("transport/link/tx/keep_alive", "4")
     # Latched topics use zenoh-ext's advanced publisher cache, which orders samples by timestamp.
     config.insert_json5("timestamping/enabled", "true")
     return config

@@ -11,6 +11,7 @@ from typing import Any
 KINDS: dict[str, str] = {
     "talker": "user.nodes.demo:Talker",
     "listener": "user.nodes.demo:Listener",
+    "hardware_announcer": "user.nodes.hardware:HardwareAnnouncer",
 }
 
 
