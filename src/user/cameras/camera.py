@@ -1,0 +1,267 @@
+"""`Camera`: the interface every camera driver implements, with the capture thread they all share.
+
+A driver supplies three hooks that run in the camera's own daemon thread: `_open_device`, `_grab` and
+`_close_device`. The thread opens the device (bounded by `open_timeout_s`), grabs frames, crops/resizes
+them, and keeps only the newest in a `LatestFrame`. The control loop calls `latest`/`poll`, which
+return at once whatever the device is doing. `close` stops the thread and waits for it, with a deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from types import TracebackType
+
+from user.cameras.config import CameraConfig
+from user.cameras.errors import CameraError, CameraNotOpenError, CameraOpenError, EndOfStreamError
+from user.cameras.frame import RGB, Frame, Grab
+from user.cameras.latest import CameraHealth, LatestFrame
+from user.cameras.processing import encode_frame, prepare
+from user.interfaces.domain import EncodedImage
+
+_log = logging.getLogger(__name__)
+MAX_GRAB_WAIT_S = 0.25  # a grab waits at most this long, so the thread notices close() and a dead device
+
+
+class _Run:
+    """The events of one capture thread: a thread left behind by a timed-out open keeps its own."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+
+
+class Camera(ABC):
+    """One camera: open it, read its newest frame without waiting, close it."""
+
+    paced = False  # True: grab at most `rate_hz` times a second (sources that return at once, like files)
+
+    def __init__(
+        self,
+        config: CameraConfig,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.config = config
+        self._frames = LatestFrame(config.name, config.period_s, config.dead_after_periods, clock, wall_clock)
+        self._thread: threading.Thread | None = None
+        self._lingering: threading.Thread | None = None  # a capture thread that missed its deadline
+        self._run_state = _Run()
+        self._device_size: tuple[int, int] | None = None  # (width, height) the device reported, set by drivers
+        self._encode_lock = threading.Lock()
+        self._last_encoded: tuple[RGB, EncodedImage] | None = None  # (pixels, their JPEG): newest encoded frame
+
+    # ----------------------------------------------------------------- what drivers implement
+
+    @abstractmethod
+    def describe_device(self) -> str:
+        """Where the frames come from, for messages: "/dev/video0", "RealSense 123456", "topic /x"."""
+
+    @abstractmethod
+    def _open_device(self) -> None:
+        """Open the device (capture thread). Raise `CameraOpenError`/`CameraUnavailableError` on failure."""
+
+    @abstractmethod
+    def _grab(self, timeout_s: float) -> Grab | None:
+        """The next frame, waiting at most about `timeout_s`; None when none came (capture thread)."""
+
+    @abstractmethod
+    def _close_device(self) -> None:
+        """Release the device (capture thread, after the last grab)."""
+
+    # ----------------------------------------------------------------- the public interface
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def rate_hz(self) -> float:
+        """The expected frame rate (see `health().measured_rate_hz` for the measured one)."""
+        return self.config.rate_hz
+
+    @property
+    def resolution(self) -> tuple[int, int] | None:
+        """(width, height) of the frames handed out, where known (from the config, the device, or its first frame)."""
+        if self.config.crop is not None or self.config.resize is not None:
+            return self.config.output_size
+        return self._device_size or self.config.output_size
+
+    @property
+    def is_open(self) -> bool:
+        return self._thread is not None
+
+    def open(self) -> None:
+        """Open the device and start capturing; returns once it is open. Raises `CameraOpenError` (also
+        when it does not open within `open_timeout_s`) or `CameraUnavailableError`."""
+        if self._thread is not None:
+            return
+        if self._lingering is not None and self._lingering.is_alive():
+            raise CameraOpenError(
+                self.name, f"the previous capture thread is still stuck in {self.describe_device()}; try again later"
+            )
+        self._lingering = None
+        self._frames.reset()
+        run = self._run_state = _Run()
+        thread = threading.Thread(target=self._run, args=(run,), name=f"camera-{self.name}", daemon=True)
+        thread.start()
+        if not run.ready.wait(self.config.open_timeout_s):
+            run.stop.set()  # the thread releases the device if the open ever returns
+            self._lingering = thread
+            raise CameraOpenError(
+                self.name, f"{self.describe_device()} did not open within {self.config.open_timeout_s} s"
+            )
+        error = run.error
+        if error is not None:
+            thread.join(self.config.close_timeout_s)
+            if isinstance(error, CameraError):
+                raise error
+            raise CameraOpenError(self.name, f"cannot open {self.describe_device()}: {error}") from error
+        self._thread = thread
+        _log.info("camera %r: opened %s", self.name, self.describe_device())
+
+    def close(self) -> None:
+        """Stop capturing and release the device; waits at most `close_timeout_s` for the capture thread."""
+        thread, self._thread = self._thread, None
+        self._run_state.stop.set()
+        if thread is None:
+            return
+        thread.join(self.config.close_timeout_s)
+        if thread.is_alive():
+            self._lingering = thread
+            _log.warning(
+                "camera %r: capture thread did not stop within %.1f s (blocked in %s); it releases the device "
+                "when that call returns",
+                self.name,
+                self.config.close_timeout_s,
+                self.describe_device(),
+            )
+        else:
+            _log.info("camera %r: closed", self.name)
+
+    def latest(self, max_age_s: float | None = None) -> Frame:
+        """The newest frame if at most `max_age_s` old (default: the config's). Never waits. Raises
+        `NoFrameError`, `StaleFrameError` or `CameraDeadError` (all `StaleFrameError`s), or
+        `CameraNotOpenError`."""
+        self._check_open()
+        return self._frames.latest(self.config.max_age_s if max_age_s is None else max_age_s)
+
+    def poll(self, max_age_s: float | None = None) -> Frame | None:
+        """The newest frame with `stale` set when older than `max_age_s`, or None before the first frame.
+        Never waits, never raises for staleness: for loops that hold or mark the observation themselves."""
+        self._check_open()
+        return self._frames.poll(self.config.max_age_s if max_age_s is None else max_age_s)
+
+    def encode(self, frame: Frame) -> EncodedImage:
+        """`frame` as JPEG at the configured quality (the newest frame is encoded once, however often asked)."""
+        with self._encode_lock:
+            cached = self._last_encoded
+        if cached is not None and cached[0] is frame.rgb:
+            return cached[1]
+        encoded = encode_frame(frame, self.config.jpeg_quality)
+        with self._encode_lock:
+            self._last_encoded = (frame.rgb, encoded)
+        return encoded
+
+    def latest_encoded(self, max_age_s: float | None = None) -> EncodedImage:
+        """`encode(latest(max_age_s))`."""
+        return self.encode(self.latest(max_age_s))
+
+    def health(self) -> CameraHealth:
+        return self._frames.health()
+
+    def __enter__(self) -> Camera:
+        self.open()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.describe_device()})"
+
+    # ----------------------------------------------------------------- the capture thread
+
+    def _check_open(self) -> None:
+        if self._thread is None:
+            raise CameraNotOpenError(self.name, "not open; call open() first")
+
+    def _run(self, run: _Run) -> None:
+        try:
+            self._open_device()
+        except BaseException as exc:  # reported to open(), which raises it in the caller's thread
+            run.error = exc
+            run.ready.set()
+            return
+        if run.stop.is_set():  # open() gave up waiting: release the device at once
+            self._close_quietly()
+            return
+        self._frames.mark_started()
+        run.ready.set()
+        try:
+            self._loop(run.stop)
+        except Exception as exc:  # a bug, not a device error: report it and end capture
+            _log.exception("camera %r: capture thread failed; no new frames will come", self.name)
+            self._frames.mark_ended(f"capture thread failed: {exc}")
+        finally:
+            self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        try:
+            self._close_device()
+        except Exception as exc:
+            _log.warning("camera %r: error while releasing %s: %s", self.name, self.describe_device(), exc)
+
+    def _loop(self, stop: threading.Event) -> None:
+        period = self.config.period_s
+        wait = min(period, MAX_GRAB_WAIT_S)
+        next_due = time.monotonic()
+        while not stop.is_set():
+            if self.paced:
+                next_due = max(next_due + period, time.monotonic() - period)
+            if not self._step(stop, wait):
+                return
+            if self.paced:
+                stop.wait(max(0.0, next_due - time.monotonic()))
+
+    def _step(self, stop: threading.Event, wait_s: float) -> bool:
+        """Grab and keep one frame; False when the stream has ended."""
+        try:
+            grabbed = self._grab(wait_s)
+        except EndOfStreamError as exc:
+            _log.warning("%s", exc)
+            self._frames.mark_ended(str(exc))
+            return False
+        except Exception as exc:  # device errors: count, log (throttled), retry one period later
+            self._frames.count_error(exc)
+            stop.wait(self.config.period_s)
+            return True
+        if grabbed is None:
+            self._frames.check_dead()
+            return True
+        if self._device_size is None and getattr(grabbed[0], "ndim", 0) == 3:
+            self._device_size = (int(grabbed[0].shape[1]), int(grabbed[0].shape[0]))
+        try:
+            rgb = prepare(self.config, grabbed[0])
+        except CameraError as exc:
+            self._frames.count_error(exc)
+            return True
+        frame = self._frames.put(rgb, grabbed[1])
+        if self.config.encode_in_capture:
+            self._encode_in_capture(frame)
+        return True
+
+    def _encode_in_capture(self, frame: Frame) -> None:
+        try:
+            encoded = encode_frame(frame, self.config.jpeg_quality)
+        except CameraError as exc:
+            self._frames.count_error(exc)
+            return
+        with self._encode_lock:
+            self._last_encoded = (frame.rgb, encoded)

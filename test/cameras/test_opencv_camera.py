@@ -1,0 +1,84 @@
+"""`OpenCVCamera` on a video file written here with cv2.VideoWriter (this machine has no webcam)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from test.cameras.sources import config
+from test.conftest import wait_until
+from user.cameras import CameraOpenError, OpenCVCamera
+
+WIDTH, HEIGHT, FRAMES = 64, 48, 10
+
+
+def colour(i: int) -> tuple[int, int, int]:
+    """RGB colour of frame i."""
+    return (20 * i + 30, 200 - 15 * i, 100)
+
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("video") / "clip.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (WIDTH, HEIGHT))
+    assert writer.isOpened(), "OpenCV cannot write MJPG video here"
+    for i in range(FRAMES):
+        rgb = np.empty((HEIGHT, WIDTH, 3), dtype=np.uint8)
+        rgb[:] = colour(i)
+        writer.write(np.ascontiguousarray(rgb[:, :, ::-1]))  # VideoWriter takes BGR
+    writer.release()
+    return path
+
+
+def close_to(rgb: np.ndarray, expected: tuple[int, int, int]) -> bool:
+    return bool(np.abs(rgb.reshape(-1, 3).mean(axis=0) - expected).max() < 6)
+
+
+def test_plays_a_file_to_its_end(video: Path) -> None:
+    camera = OpenCVCamera(config("file", driver="opencv", device=str(video), rate_hz=100.0, dead_after_periods=50))
+    assert camera.describe_device() == f"video file {video}"
+    with camera:
+        assert camera.resolution == (WIDTH, HEIGHT)
+        assert wait_until(lambda: "reached its end" in camera.health().dead_reason, 5.0)
+        health = camera.health()
+        assert health.frames == FRAMES
+        last = camera.poll(max_age_s=10.0)
+        assert last is not None and last.seq == FRAMES
+        assert last.rgb.shape == (HEIGHT, WIDTH, 3)
+        assert close_to(last.rgb, colour(FRAMES - 1)), last.rgb.reshape(-1, 3).mean(axis=0)
+        assert last.hardware_stamp_ns is None  # a file has no capture time
+
+
+def test_first_frame_and_processing(video: Path) -> None:
+    cfg = config("proc", driver="opencv", device=str(video), rate_hz=5.0, crop=(0, 0, 32, 24), resize=(16, 12))
+    with OpenCVCamera(cfg) as camera:
+        assert wait_until(lambda: camera.poll() is not None, 5.0)
+        frame = camera.latest(max_age_s=5.0)
+        assert frame.seq == 1 and frame.rgb.shape == (12, 16, 3)
+        assert close_to(frame.rgb, colour(0))
+        encoded = camera.encode(frame)
+        assert encoded.camera == "proc" and encoded.data[:2] == b"\xff\xd8"
+
+
+def test_loop_restarts_the_file(video: Path) -> None:
+    cfg = config("loop", driver="opencv", device=str(video), rate_hz=200.0, loop=True, dead_after_periods=400)
+    with OpenCVCamera(cfg) as camera:
+        assert wait_until(lambda: camera.health().frames > FRAMES + 2, 5.0)
+        assert not camera.health().dead
+
+
+def test_a_missing_file_fails_to_open_with_the_camera_name(tmp_path: Path) -> None:
+    camera = OpenCVCamera(config("gone", driver="opencv", device=str(tmp_path / "missing.avi")))
+    with pytest.raises(CameraOpenError, match="'gone': OpenCV cannot open video stream .*missing.avi"):
+        camera.open()
+    assert not camera.is_open
+
+
+def test_a_missing_device_index_fails_to_open() -> None:
+    camera = OpenCVCamera(config("usb", driver="opencv", device="57", open_timeout_s=5.0))
+    assert camera.describe_device() == "video device 57"
+    with pytest.raises(CameraOpenError, match="'usb'"):
+        camera.open()
