@@ -1,0 +1,50 @@
+"""MuJoCo simulation of a Franka FR3 + hand under Cartesian impedance control, with tasks and cameras.
+
+Layers, bottom up: `franka_model` (franky-sim's FR3 MJCF prepared as an `ArmModel`), `scene` (work cell
+composed with MjSpec), `controller` (operational-space impedance control at every 2 ms physics step),
+`arm_sim.ArmSim` / `franka_sim.FrankaSim` (physics: command, advance one control period, read state),
+`cameras` (latest-frame rendering off the control loop), `pacing` (real-time deadlines) and
+`robot.SimFrankaRobot` (the `ArmRobot` driver: safety filter, hold and e-stop come from there).
+
+Rendering is headless: MUJOCO_GL defaults to "egl" here when unset. It only takes effect if this package
+is imported before anything else imports mujoco; otherwise set MUJOCO_GL=egl (or osmesa) in the environment.
+"""
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from user.robots.sim.arm_model import ArmModel
+from user.robots.sim.arm_sim import ArmSim, ArmSimConfig
+from user.robots.sim.cameras import CameraConfig, Frame, SimCameras, SimFrameSource
+from user.robots.sim.controller import OperationalSpaceController, OscConfig
+from user.robots.sim.errors import IkError, RenderError, SimAssetError, SimError, SimUnstableError
+from user.robots.sim.franka_model import fr3_model
+from user.robots.sim.franka_sim import FrankaSim
+from user.robots.sim.pacing import DeadlinePacer, PacingStats
+from user.robots.sim.robot import SimFrankaRobot, SimRobotConfig
+from user.robots.sim.scene import SceneConfig
+
+__all__ = [
+    "ArmModel",
+    "ArmSim",
+    "ArmSimConfig",
+    "CameraConfig",
+    "DeadlinePacer",
+    "Frame",
+    "FrankaSim",
+    "IkError",
+    "OperationalSpaceController",
+    "OscConfig",
+    "PacingStats",
+    "RenderError",
+    "SceneConfig",
+    "SimAssetError",
+    "SimCameras",
+    "SimError",
+    "SimFrameSource",
+    "SimFrankaRobot",
+    "SimRobotConfig",
+    "SimUnstableError",
+    "fr3_model",
+]

@@ -1,0 +1,128 @@
+"""`SimFrankaRobot`: the simulated FR3 behind the shared `ArmRobot` (safety filter, hold, e-stop).
+
+Each `step` commands the filtered target, runs one control period of physics (controller at every
+physics step), hands the new state to the cameras, and in real-time mode sleeps to the period's
+deadline. In fast mode it runs as fast as the CPU allows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from user.config import setting
+from user.robots.arm import ArmRobot
+from user.robots.base import ArmState, NotConnectedError, RobotDescriptor
+from user.robots.safety import SafetyConfig
+from user.robots.sim.arm_sim import ArmSimConfig
+from user.robots.sim.cameras import CameraConfig, Frame, SimCameras
+from user.robots.sim.franka_model import fr3_model
+from user.robots.sim.franka_sim import FrankaSim
+from user.robots.sim.pacing import DeadlinePacer, PacingStats
+from user.tasks.base import ActionScale, Task, TaskState
+from user.tasks.registry import make_task
+
+
+@dataclass(frozen=True)
+class SimRobotConfig:
+    """A simulated Franka FR3 work cell."""
+
+    robot_id: str = setting("franka_sim", "unique robot name in the deployment")
+    site: str = setting("local", "where the robot is (hardware registry)")
+    task: str = setting("peg_insertion", "task in the scene: peg_insertion, pick_place, button_press; '' = none")
+    task_params: dict[str, Any] = setting({}, "settings of the task's config dataclass")  # noqa: RUF009 - copied
+    realtime: bool = setting(False, "pace every step to the wall clock (true) or run as fast as possible (false)")
+    visual: str = setting("lowpoly", "arm meshes to render: lowpoly (fast) or full", choices=("lowpoly", "full"))
+    cameras: CameraConfig = setting(CameraConfig(), "simulated cameras")  # noqa: RUF009 - frozen
+    sim: ArmSimConfig = setting(ArmSimConfig(), "physics, control rate and controller gains")  # noqa: RUF009
+    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")  # noqa: RUF009
+
+
+class SimFrankaRobot(ArmRobot):
+    """A MuJoCo FR3 + hand with a task, cameras, and real-time or fast stepping."""
+
+    def __init__(self, config: SimRobotConfig | None = None, task: Task | None = None) -> None:
+        cfg = config or SimRobotConfig()
+        fr3_model(cfg.visual)  # fail at construction if franky-sim is missing
+        descriptor = RobotDescriptor(
+            robot_id=cfg.robot_id,
+            model="franka_fr3_sim",
+            dof=7,
+            control_rate_hz=cfg.sim.control_rate_hz,
+            cameras=cfg.cameras.names,
+            site=cfg.site,
+        )
+        super().__init__(descriptor, cfg.safety)
+        self.config = cfg
+        scale = ActionScale(cfg.safety.max_translation_per_step_m, cfg.safety.max_rotation_per_step_rad)
+        self.task = task if task is not None else (make_task(cfg.task, cfg.task_params, scale) if cfg.task else None)
+        self._sim: FrankaSim | None = None
+        self._cameras: SimCameras | None = None
+        self._pacer = DeadlinePacer(1.0 / cfg.sim.control_rate_hz)
+
+    @property
+    def sim(self) -> FrankaSim:
+        """The physics layer (for tests and tools)."""
+        if self._sim is None:
+            raise NotConnectedError(f"robot {self.descriptor.robot_id!r} is not connected; call connect() first")
+        return self._sim
+
+    @property
+    def cameras(self) -> SimCameras | None:
+        return self._cameras
+
+    def frames(self) -> dict[str, Frame]:
+        """The latest frame of every camera (possibly from an earlier step; check `stamp_ns`)."""
+        return self._cameras.frames() if self._cameras is not None else {}
+
+    def task_state(self) -> TaskState:
+        return self.sim.task_state()
+
+    def pacing_stats(self) -> PacingStats:
+        """Lateness of the real-time deadlines since connect or `clear_pacing_stats` (empty in fast mode)."""
+        return self._pacer.stats()
+
+    def clear_pacing_stats(self) -> None:
+        self._pacer.clear_stats()
+
+    def observation_extras(self) -> dict[str, npt.NDArray[np.float32]]:
+        return self.task.observation_extras(self.task_state()) if self.task is not None else {}
+
+    # ---- driver hooks -------------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        sim = FrankaSim(self.task, self.config.sim, self.config.visual)
+        cameras = SimCameras(sim.model, self.config.cameras)
+        cameras.start()
+        self._sim, self._cameras = sim, cameras
+        self._pacer.clear_stats()
+
+    def _close(self) -> None:
+        if self._cameras is not None:
+            self._cameras.close()
+        self._sim, self._cameras = None, None
+
+    def _reset(self, seed: int | None) -> ArmState:
+        sim = self.sim
+        state = sim.reset(seed)
+        self._pacer.restart()
+        if self._cameras is not None:
+            self._cameras.submit(sim.data, state.stamp_ns)
+        return state
+
+    def _read_state(self) -> ArmState:
+        return self.sim.read_state()
+
+    def _command(self, target_pose: npt.NDArray[np.float64], gripper: float) -> None:
+        self.sim.command(target_pose, gripper)
+
+    def _wait_period(self) -> None:
+        sim = self.sim
+        sim.advance()
+        if self._cameras is not None:
+            self._cameras.submit(sim.data, sim.stamp_ns)
+        if self.config.realtime:
+            self._pacer.wait()

@@ -1,0 +1,110 @@
+"""Task construction, observation extras, rewards, success and failure tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from user.config import ConfigError
+from user.robots.sim.robot import SimFrankaRobot
+from user.tasks import TASKS, ButtonPress, PegInsertion, PickPlace, TaskError, make_task
+from user.tasks.button_press import COLOURS
+
+
+def test_registry_knows_the_three_tasks() -> None:
+    assert set(TASKS) == {"peg_insertion", "pick_place", "button_press"}
+    assert isinstance(make_task("peg_insertion"), PegInsertion)
+    assert isinstance(make_task("pick_place"), PickPlace)
+    assert isinstance(make_task("button_press"), ButtonPress)
+
+
+def test_unknown_task_and_unknown_setting_are_errors() -> None:
+    with pytest.raises(TaskError, match="known tasks"):
+        make_task("stack_blocks")
+    with pytest.raises(ConfigError, match="unknown key 'clearence'"):
+        make_task("peg_insertion", {"clearence": 0.001})
+    with pytest.raises(ConfigError, match="below the minimum"):
+        make_task("peg_insertion", {"clearance": -0.001})
+
+
+def test_settings_reach_the_task() -> None:
+    task = make_task("peg_insertion", {"clearance": 0.001, "max_steps": 50})
+    assert isinstance(task, PegInsertion)
+    assert task.config.clearance == 0.001 and task.max_steps == 50
+
+
+@pytest.mark.parametrize("task", ["peg_insertion", "pick_place", "button_press"])
+def test_start_is_not_a_success_and_reward_is_bounded(task: str, robots: dict[str, SimFrankaRobot]) -> None:
+    robot = robots[task]
+    assert robot.task is not None
+    for seed in range(3):
+        arm = robot.reset(seed)
+        state = robot.task_state()
+        assert not robot.task.success(arm, state)
+        assert not robot.task.failure(arm, state)
+        assert 0.0 <= robot.task.reward(arm, state) <= 1.0
+        for value in robot.task.observation_extras(state).values():
+            assert value.dtype == np.float32 and np.all(np.isfinite(value))
+
+
+@pytest.mark.parametrize("task", ["peg_insertion", "pick_place", "button_press"])
+def test_expert_raises_the_reward(task: str, robots: dict[str, SimFrankaRobot]) -> None:
+    robot = robots[task]
+    assert robot.task is not None
+    arm = robot.reset(21)
+    first = robot.task.reward(arm, robot.task_state())
+    best = first
+    for _ in range(robot.task.max_steps):
+        state = robot.task_state()
+        if robot.task.success(arm, state):
+            break
+        arm = robot.step(robot.task.scripted_expert(arm, state)).state
+        best = max(best, robot.task.reward(arm, robot.task_state()))
+    assert best > first + 0.2
+
+
+def test_button_target_is_a_one_hot_that_varies_with_the_seed(robots: dict[str, SimFrankaRobot]) -> None:
+    robot = robots["button_press"]
+    seen = set()
+    for seed in range(12):
+        robot.reset(seed)
+        onehot = robot.observation_extras()["target_color"]
+        assert onehot.shape == (len(COLOURS),) and onehot.sum() == 1.0
+        seen.add(int(np.argmax(onehot)))
+    assert seen == {0, 1, 2}
+
+
+def test_pressing_the_wrong_button_fails_the_episode(robots: dict[str, SimFrankaRobot]) -> None:
+    robot = robots["button_press"]
+    task = robot.task
+    assert isinstance(task, ButtonPress)
+    arm = robot.reset(0)
+    state = robot.task_state()
+    right = int(np.argmax(state.values["target_onehot"]))
+    wrong = (right + 1) % len(COLOURS)
+    cap = np.asarray(state.values["caps"])[wrong]
+    decoy = ButtonPress(task.config, task.scale)  # an expert aimed at the other colour
+    for _ in range(task.max_steps):
+        state = robot.task_state()
+        if task.failure(arm, state) or task.success(arm, state):
+            break
+        onehot = np.eye(len(COLOURS))[wrong]
+        fake = type(state)(objects=state.objects, values={**state.values, "target_onehot": onehot})
+        arm = robot.step(decoy.scripted_expert(arm, fake)).state
+    assert task.failure(arm, robot.task_state()) and not task.success(arm, robot.task_state())
+    assert np.linalg.norm(arm.tcp_pose[:2] - cap[:2]) < 0.01
+
+
+def test_peg_success_needs_depth(robots: dict[str, SimFrankaRobot]) -> None:
+    robot = robots["peg_insertion"]
+    task = robot.task
+    assert isinstance(task, PegInsertion)
+    arm = robot.reset(0)
+    state = robot.task_state()
+    hole = np.asarray(state.values["hole_top"])
+    shallow = type(state)(objects=state.objects, values={**state.values, "peg_tip": hole - [0.0, 0.0, 0.01]})
+    deep = type(state)(objects=state.objects, values={**state.values, "peg_tip": hole - [0.0, 0.0, 0.035]})
+    beside = type(state)(objects=state.objects, values={**state.values, "peg_tip": hole - [0.02, 0.0, 0.035]})
+    assert not task.success(arm, shallow)
+    assert task.success(arm, deep)
+    assert not task.success(arm, beside)
