@@ -90,3 +90,115 @@ def observation_from_msg(msg: Any) -> Observation:
         policy_version=int(msg.policy_version),
         frame_id=str(msg.header.frame_id),
     )
+
+
+@dataclass(frozen=True)
+class Action:
+    """The action applied for one control step (what the robot actually sent, after safety clipping)."""
+
+    robot_id: str  # robot name in the deployment
+    episode_id: int  # per-robot episode counter
+    step: int  # step index within the episode
+    data: np.ndarray  # float32 action vector in the robot's normalised action space
+    stamp_ns: int = 0  # when the action was applied
+    intervened: bool = False  # a human action replaced the policy's
+    source: int = 0  # one of user/msg/Action SOURCE_* (0 policy, 1 human, 2 scripted, 3 hold)
+    policy_version: int = 0  # version of the policy that produced it (the one overridden, if intervened)
+
+
+def action_to_msg(action: Action, codec: Codec) -> Any:
+    """user/msg/Action for `action`."""
+    return codec.msg_class("user/msg/Action")(
+        header=header(action.stamp_ns, "", codec),
+        robot_id=action.robot_id,
+        episode_id=action.episode_id,
+        step=action.step,
+        data=np.asarray(action.data, dtype=np.float32),
+        intervened=bool(action.intervened),
+        source=action.source,
+        policy_version=action.policy_version,
+    )
+
+
+def action_from_msg(msg: Any) -> Action:
+    """The domain action carried by a user/msg/Action."""
+    return Action(
+        robot_id=str(msg.robot_id),
+        episode_id=int(msg.episode_id),
+        step=int(msg.step),
+        data=np.asarray(msg.data, dtype=np.float32),
+        stamp_ns=from_time(msg.header.stamp),
+        intervened=bool(msg.intervened),
+        source=int(msg.source),
+        policy_version=int(msg.policy_version),
+    )
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One (s, a, r, s') step of an episode; robot, task, episode and step come from `observation`."""
+
+    observation: Observation  # the state the action was chosen in
+    action: Action  # the action applied
+    reward: float  # reward received for this step
+    next_observation: Observation  # the state after the action
+    terminated: bool = False  # true end of the MDP (success or failure): no bootstrapping
+    truncated: bool = False  # time limit or operator reset: bootstrapping allowed
+    success: bool = False  # the task was achieved at this step
+    is_demo: bool = False  # recorded from a scripted expert or a human demonstration
+    stamp_ns: int = 0  # when the transition was completed (robot clock; sim time in simulation)
+
+    @property
+    def robot_id(self) -> str:
+        return self.observation.robot_id
+
+    @property
+    def task(self) -> str:
+        return self.observation.task
+
+    @property
+    def episode_id(self) -> int:
+        return self.observation.episode_id
+
+    @property
+    def step(self) -> int:
+        return self.observation.step
+
+    @property
+    def done(self) -> bool:
+        """The episode ends with this transition."""
+        return self.terminated or self.truncated
+
+
+def transition_to_msg(transition: Transition, codec: Codec) -> Any:
+    """user/msg/Transition for `transition`."""
+    return codec.msg_class("user/msg/Transition")(
+        header=header(transition.stamp_ns, transition.observation.frame_id, codec),
+        robot_id=transition.robot_id,
+        task=transition.task,
+        episode_id=transition.episode_id,
+        step=transition.step,
+        observation=observation_to_msg(transition.observation, codec),
+        action=action_to_msg(transition.action, codec),
+        reward=float(transition.reward),
+        terminated=bool(transition.terminated),
+        truncated=bool(transition.truncated),
+        success=bool(transition.success),
+        is_demo=bool(transition.is_demo),
+        next_observation=observation_to_msg(transition.next_observation, codec),
+    )
+
+
+def transition_from_msg(msg: Any) -> Transition:
+    """The domain transition carried by a user/msg/Transition."""
+    return Transition(
+        observation=observation_from_msg(msg.observation),
+        action=action_from_msg(msg.action),
+        reward=float(msg.reward),
+        next_observation=observation_from_msg(msg.next_observation),
+        terminated=bool(msg.terminated),
+        truncated=bool(msg.truncated),
+        success=bool(msg.success),
+        is_demo=bool(msg.is_demo),
+        stamp_ns=from_time(msg.header.stamp),
+    )

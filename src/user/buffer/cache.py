@@ -1,0 +1,74 @@
+"""A bounded FIFO of decoded transitions: the newest data, in memory, in front of the segments on disk.
+
+New transitions enter when their episode is committed; when full, the oldest leave (they stay on disk,
+indexed, and are read back on a miss). Misses are not inserted: a uniform sample over a large buffer would
+otherwise push the newest data out for old data that is unlikely to be drawn again soon.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+
+from user.interfaces.domain import Transition
+
+
+def cache_capacity(size: int, ratio: float, stored: int) -> int:
+    """Entries the cache may hold: `ratio` of the `stored` transitions when ratio > 0, else `size`."""
+    if ratio > 0.0:
+        return max(1, math.ceil(ratio * stored))
+    return size
+
+
+class TransitionCache:
+    """FIFO by insertion; safe to use from several threads."""
+
+    def __init__(self, capacity: int) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[int, Transition] = OrderedDict()
+        self._capacity = max(0, capacity)
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def set_capacity(self, capacity: int) -> None:
+        with self._lock:
+            self._capacity = max(0, capacity)
+            self._evict()
+
+    def put(self, index: int, transition: Transition) -> None:
+        with self._lock:
+            if self._capacity == 0:
+                return
+            self._items[index] = transition
+            self._evict()
+
+    def get(self, index: int) -> Transition | None:
+        with self._lock:
+            item = self._items.get(index)
+            if item is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return item
+
+    def __contains__(self, index: object) -> bool:
+        with self._lock:
+            return index in self._items
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def oldest(self) -> int | None:
+        """Transition number of the oldest cached entry."""
+        with self._lock:
+            return next(iter(self._items), None)
+
+    def _evict(self) -> None:
+        while len(self._items) > self._capacity:
+            self._items.popitem(last=False)

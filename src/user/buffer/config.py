@@ -1,0 +1,80 @@
+"""Settings of the replay buffer, loaded through `user.config.strict` (unknown keys are errors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from user.config.strict import setting
+
+FsyncPolicy = Literal["episode", "segment", "never"]
+SamplerKind = Literal["uniform", "recent", "staleness", "demo_ratio", "intervention"]
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """Where and how transitions are kept on disk and in memory."""
+
+    segment_max_episodes: int = setting(50, "roll to a new segment (bag) after this many episodes", min=1)
+    segment_max_mb: float = setting(512.0, "roll to a new segment once it holds this many MiB", min=0.001)
+    chunk_mb: float = setting(4.0, "MCAP chunk size in MiB (one episode is at least one chunk)", min=0.01)
+    fsync: FsyncPolicy = setting(  # noqa: RUF009 - a string default
+        "episode",
+        "when data reaches stable storage: 'episode' (every completed episode, before it is indexed), "
+        "'segment' (when a segment closes), 'never' (leave it to the OS; survives kill -9, not power loss)",
+        choices=("episode", "segment", "never"),
+    )
+    cache_size: int = setting(20_000, "decoded transitions kept in memory (FIFO of the newest)", min=0)
+    cache_ratio: float = setting(
+        0.0,
+        "if > 0, the cache holds this fraction of all stored transitions instead of cache_size",
+        min=0.0,
+        max=1.0,
+    )
+    max_episode_steps: int = setting(100_000, "an episode longer than this is an error (a missing end)", min=1)
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """Which transitions a batch draws from."""
+
+    kind: SamplerKind = setting(  # noqa: RUF009 - a string default
+        "demo_ratio",
+        "uniform | recent | staleness | demo_ratio (RLPD) | intervention (HG-DAgger)",
+        choices=("uniform", "recent", "staleness", "demo_ratio", "intervention"),
+    )
+    demo_ratio: float = setting(0.5, "demo_ratio: fraction of each batch drawn from demonstrations", min=0.0, max=1.0)
+    window: int = setting(100_000, "recent: sample only the newest this many transitions", min=1)
+    max_staleness: int = setting(
+        -1, "staleness: ignore transitions more than this many policy versions old (-1: keep all)", min=-1
+    )
+    staleness_temperature: float = setting(
+        0.0, "staleness: weight exp(-staleness / T) per transition (0: uniform over the kept ones)", min=0.0
+    )
+    include_demos: bool = setting(True, "intervention: also draw from demonstrations")
+    seed: int = setting(0, "random seed of the sampler")
+
+
+@dataclass(frozen=True)
+class RateLimiterConfig:
+    """How fast the learner may sample compared to how fast data arrives (update-to-data ratio)."""
+
+    samples_per_insert: float = setting(
+        0.0, "target transitions sampled per transition inserted (0: no limit)", min=0.0
+    )
+    min_size: int = setting(256, "transitions the buffer must hold before the first batch", min=0)
+    error_buffer: float = setting(
+        1024.0, "how many sampled transitions the learner may run ahead of (or behind) the target", min=1.0
+    )
+
+
+@dataclass(frozen=True)
+class BufferConfig:
+    """The persistent replay buffer: storage, sampling and rate limiting (nested settings are frozen)."""
+
+    storage: StorageConfig = setting(StorageConfig(), "segments, durability, cache")  # noqa: RUF009
+    sampler: SamplerConfig = setting(SamplerConfig(), "what a batch draws from")  # noqa: RUF009
+    rate_limiter: RateLimiterConfig = setting(RateLimiterConfig(), "update-to-data ratio")  # noqa: RUF009
+    batch_size: int = setting(256, "transitions per batch", min=1)
+    prefetch: int = setting(2, "batches prepared in the background (0: sample in the caller's thread)", min=0)
+    decode_images: bool = setting(True, "batches carry decoded HxWx3 uint8 pixels (else the compressed bytes)")

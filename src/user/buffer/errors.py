@@ -1,0 +1,65 @@
+"""Typed errors of the replay buffer; each message says what is wrong and where."""
+
+from __future__ import annotations
+
+
+class BufferError(RuntimeError):
+    """Base class of every replay buffer error."""
+
+
+class SegmentError(BufferError):
+    """A segment (an MCAP file of a bag) cannot be written or read."""
+
+
+class TruncatedSegmentError(SegmentError):
+    """A segment ends in the middle of a record (a writer was killed while writing it)."""
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        super().__init__(f"{path}: truncated at byte {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+
+
+class CorruptRecordError(SegmentError):
+    """The bytes at an indexed position are not the message the index says is there."""
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        super().__init__(f"{path}: bad record at byte {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+
+
+class BufferIndexError(BufferError):
+    """The SQLite index is missing, unreadable, or has rows that contradict each other."""
+
+
+class CorruptRowError(BufferIndexError):
+    """An index row points outside its segment or disagrees with the message stored there."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"index row of transition {index}: {reason}")
+        self.index = index
+
+
+class BufferLockedError(BufferError):
+    """Another process already has the buffer directory open for writing."""
+
+
+class ReadOnlyBufferError(BufferError):
+    """A write was attempted on a buffer opened read-only."""
+
+
+class NotReadyError(BufferError):
+    """Sampling was asked for before the buffer (or a sampler's subset) held enough transitions."""
+
+
+class SampleTimeoutError(BufferError):
+    """No batch could be produced before the deadline (rate limiter or prefetch queue)."""
+
+
+class BagReadError(BufferError):
+    """A foreign rosbag2 bag cannot be read."""
+
+
+class MappingError(BufferError):
+    """An import mapping (YAML) does not fit the bag it is applied to."""

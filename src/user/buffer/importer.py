@@ -1,0 +1,227 @@
+"""`user buffer import-bag`: turn a bag recorded by plain `ros2 bag record` into whole episodes.
+
+A small YAML mapping says which standard topics hold what. Every message on the action topic is one step:
+the observation of that step is the latest message of each state and image topic at that moment (zero-order
+hold), its reward the sum of reward messages until the next step. Example:
+
+    robot_id: franka_left
+    task: peg_insertion
+    action: {topic: /cartesian_cmd, field: [linear.x, linear.y, linear.z]}
+    state:
+      - {topic: /joint_states, field: position}
+      - {topic: /gripper/joint_states, field: position}
+    images:
+      - {topic: /wrist/color/image_raw/compressed, camera: wrist}
+    reward: {topic: /reward, field: data}          # optional; 0 otherwise
+    success: true                                   # the last step of each episode succeeded
+    episode_gap_s: 2.0                              # a pause this long on the action topic starts a new episode
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from user.buffer.bagread import BagReader
+from user.buffer.errors import MappingError
+from user.config.strict import ConfigError, setting
+from user.interfaces.codec import Codec
+from user.interfaces.domain import Action, EncodedImage, Observation, Transition
+from user.interfaces.images import encode_jpeg
+
+_log = logging.getLogger("user.buffer.importer")
+
+_SOURCES = {"policy": 0, "human": 1, "scripted": 2}
+
+
+@dataclass(frozen=True)
+class FieldSource:
+    """Numbers taken from one topic."""
+
+    topic: str = setting("", "topic name")
+    field: str | list[str] = setting("data", "dotted field path(s), concatenated: position, [linear.x, angular.z]")  # noqa: RUF009
+    indices: list[int] = setting([], "keep only these entries of the vector (empty: all)")  # noqa: RUF009
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """Frames of one camera: sensor_msgs/CompressedImage (kept as is) or sensor_msgs/Image (rgb8/bgr8, to JPEG)."""
+
+    topic: str = setting("", "image topic")
+    camera: str = setting("", "camera name in the observation")
+
+
+@dataclass(frozen=True)
+class ImportMapping:
+    """How the topics of a bag become transitions."""
+
+    action: FieldSource = setting(FieldSource(), "one step per message on this topic")  # noqa: RUF009
+    robot_id: str = setting("imported", "robot id of the transitions")
+    task: str = setting("", "task name")
+    state: list[FieldSource] = setting([], "topics concatenated into the observation state")  # noqa: RUF009
+    images: list[ImageSource] = setting([], "cameras")  # noqa: RUF009
+    reward: FieldSource | None = setting(None, "reward topic (summed per step); none: 0")  # noqa: RUF009
+    success: bool = setting(True, "the last step of each episode reached the goal (terminated + success)")
+    episode_gap_s: float = setting(
+        0.0, "a pause this long on the action topic ends an episode (0: one per bag)", min=0.0
+    )
+    policy_version: int = setting(0, "policy version recorded in the transitions", min=0)
+    source: Literal["human", "scripted", "policy"] = setting("human", "who produced the actions")
+    jpeg_quality: int = setting(90, "JPEG quality for raw sensor_msgs/Image frames", min=1, max=100)
+
+    def __post_init__(self) -> None:
+        if not self.action.topic:
+            raise ConfigError("action.topic is required")
+
+    def topics(self) -> set[str]:
+        found = {self.action.topic, *(s.topic for s in self.state), *(i.topic for i in self.images)}
+        return found | ({self.reward.topic} if self.reward else set())
+
+
+def _attribute(msg: Any, path: str, topic: str) -> Any:
+    value = msg
+    for part in path.split("."):
+        if not hasattr(value, part):
+            fields = [f for f in getattr(value, "__dataclass_fields__", {}) if not f.startswith("_")]
+            raise MappingError(f"{topic}: no field {path!r} ({part!r} is not one of {', '.join(fields)})")
+        value = getattr(value, part)
+    return value
+
+
+def vector(msg: Any, source: FieldSource) -> np.ndarray:
+    """The float32 vector `source` names in `msg`."""
+    paths = [source.field] if isinstance(source.field, str) else source.field
+    parts = []
+    for path in paths:
+        value = _attribute(msg, path, source.topic)
+        if hasattr(value, "__msgtype__"):
+            raise MappingError(f"{source.topic}: {path!r} is a {value.__msgtype__} message, name one of its fields")
+        try:
+            parts.append(np.asarray(value, dtype=np.float32).ravel())
+        except (TypeError, ValueError) as exc:
+            raise MappingError(f"{source.topic}: {path!r} is not numeric ({exc})") from exc
+    out = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    if source.indices:
+        if max(source.indices) >= len(out):
+            raise MappingError(f"{source.topic}: index {max(source.indices)} out of range for {len(out)} entries")
+        out = out[source.indices]
+    return out
+
+
+def image(msg: Any, source: ImageSource, stamp_ns: int, quality: int) -> EncodedImage:
+    if hasattr(msg, "format"):  # sensor_msgs/CompressedImage
+        fmt = "png" if "png" in str(msg.format).lower() else "jpeg"
+        return EncodedImage(source.camera, fmt, np.asarray(msg.data, dtype=np.uint8).tobytes(), stamp_ns)
+    encoding = str(getattr(msg, "encoding", ""))
+    if encoding not in ("rgb8", "bgr8"):
+        raise MappingError(f"{source.topic}: image encoding {encoding!r} (only rgb8, bgr8 or compressed)")
+    pixels = np.asarray(msg.data, dtype=np.uint8).reshape(int(msg.height), int(msg.step))[:, : int(msg.width) * 3]
+    pixels = pixels.reshape(int(msg.height), int(msg.width), 3)
+    rgb = pixels if encoding == "rgb8" else pixels[:, :, ::-1]
+    return EncodedImage(source.camera, "jpeg", encode_jpeg(np.ascontiguousarray(rgb), quality), stamp_ns)
+
+
+@dataclass
+class _Episode:
+    observations: list[Observation] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    stamps: list[int] = field(default_factory=list)
+
+
+class BagImporter:
+    """Yields the episodes of a bag as lists of transitions."""
+
+    def __init__(self, mapping: ImportMapping, codec: Codec, *, as_demos: bool, first_episode_id: int = 0) -> None:
+        self.mapping = mapping
+        self.codec = codec
+        self.as_demos = as_demos
+        self.next_episode_id = first_episode_id
+        self.skipped_steps = 0  # action messages before every state/image topic had spoken
+
+    def episodes(self, reader: BagReader) -> Iterator[list[Transition]]:
+        m = self.mapping
+        available = reader.topics()
+        missing = sorted(t for t in m.topics() if t not in available)
+        if missing:
+            raise MappingError(
+                f"{reader.path}: no topic {', '.join(missing)} (the bag has {', '.join(sorted(available))})"
+            )
+        latest: dict[str, tuple[Any, int]] = {}
+        current = _Episode()
+        for raw in reader.messages(m.topics()):
+            msg = reader.decode(raw, self.codec)
+            if raw.topic == m.action.topic:
+                gap = (
+                    m.episode_gap_s > 0
+                    and current.stamps
+                    and raw.log_time_ns - current.stamps[-1] > m.episode_gap_s * 1e9
+                )
+                if gap:
+                    yield self._finish(current, self._observation(latest, current, current.stamps[-1]))
+                    current = _Episode()
+                if all(t in latest for t in self._observed_topics()):
+                    current.observations.append(self._observation(latest, current, raw.log_time_ns))
+                    current.actions.append(vector(msg, m.action))
+                    current.rewards.append(0.0)
+                    current.stamps.append(raw.log_time_ns)
+                else:
+                    self.skipped_steps += 1
+            if m.reward is not None and raw.topic == m.reward.topic and current.rewards:
+                current.rewards[-1] += float(vector(msg, m.reward).sum())
+            latest[raw.topic] = (msg, raw.log_time_ns)
+        if current.stamps:
+            yield self._finish(current, self._observation(latest, current, current.stamps[-1]))
+
+    def _observed_topics(self) -> list[str]:
+        return [s.topic for s in self.mapping.state] + [i.topic for i in self.mapping.images]
+
+    def _observation(self, latest: dict[str, tuple[Any, int]], ep: _Episode, stamp_ns: int) -> Observation:
+        m = self.mapping
+        state = [vector(latest[s.topic][0], s) for s in m.state]
+        images = tuple(image(latest[i.topic][0], i, latest[i.topic][1], m.jpeg_quality) for i in m.images)
+        return Observation(
+            robot_id=m.robot_id,
+            task=m.task,
+            episode_id=self.next_episode_id,
+            step=len(ep.observations),
+            state=np.concatenate(state) if state else np.zeros(0, dtype=np.float32),
+            stamp_ns=stamp_ns,
+            images=images,
+            policy_version=m.policy_version,
+        )
+
+    def _finish(self, ep: _Episode, final: Observation) -> list[Transition]:
+        m = self.mapping
+        n = len(ep.observations)
+        out = []
+        for t in range(n):
+            last = t == n - 1
+            out.append(
+                Transition(
+                    observation=ep.observations[t],
+                    action=Action(
+                        robot_id=m.robot_id,
+                        episode_id=self.next_episode_id,
+                        step=t,
+                        data=ep.actions[t],
+                        stamp_ns=ep.stamps[t],
+                        intervened=False,
+                        source=_SOURCES[m.source],
+                        policy_version=m.policy_version,
+                    ),
+                    reward=ep.rewards[t],
+                    next_observation=final if last else ep.observations[t + 1],
+                    terminated=last and m.success,
+                    truncated=last and not m.success,
+                    success=last and m.success,
+                    is_demo=self.as_demos,
+                    stamp_ns=ep.stamps[t],
+                )
+            )
+        self.next_episode_id += 1
+        return out

@@ -1,0 +1,256 @@
+"""The replay buffer: one directory of rosbag2 segments + SQLite index, a cache in front, samplers on top.
+
+    with ReplayBuffer.open("data/buffer", config) as buf:    # writer: recovers after a crash
+        buf.add(transition)                                  # stored when its episode ends
+        batch = buf.sample(timeout_s=5.0)                    # rate-limited, prefetched TransitionBatch
+
+`ReplayBuffer.open(..., read_only=True)` works beside a running writer (reward-model training, evaluation,
+`user buffer info`), and `refresh()` picks up episodes committed since.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from user.buffer.batch import TransitionBatch, collate
+from user.buffer.config import BufferConfig
+from user.buffer.errors import BufferLockedError, ReadOnlyBufferError, SampleTimeoutError
+from user.buffer.index import Index, TransitionQuery
+from user.buffer.info import BufferInfo, buffer_info
+from user.buffer.prefetch import Prefetcher
+from user.buffer.rate_limiter import RateLimiter
+from user.buffer.recovery import RecoveryReport, recover
+from user.buffer.samplers import Sampler, make_sampler
+from user.buffer.storage import DiskStorage
+from user.buffer.verify import VerifyReport, verify
+from user.buffer.writer import EpisodeWriter, FaultHook
+from user.interfaces.codec import Codec, default_codec
+from user.interfaces.domain import Transition
+
+_log = logging.getLogger("user.buffer")
+
+LOCK_FILE = "LOCK"
+READ_ONLY_POLL_S = 0.2  # how often a read-only buffer looks for new episodes while waiting to sample
+
+
+def _lock(directory: Path) -> int:
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise BufferLockedError(
+            f"{directory}: another process is writing to this buffer; open it read-only instead"
+        ) from None
+    return fd
+
+
+class ReplayBuffer:
+    """Facade over storage (segments, index, cache), writer, sampler, rate limiter and prefetch."""
+
+    def __init__(
+        self,
+        storage: DiskStorage,
+        config: BufferConfig,
+        writer: EpisodeWriter | None,
+        lock_fd: int | None,
+        recovery: RecoveryReport | None,
+    ) -> None:
+        self.storage = storage
+        self.config = config
+        self.writer = writer
+        self.recovery = recovery
+        self.sampler: Sampler = make_sampler(config.sampler)
+        self.rate_limiter = RateLimiter.from_config(config.rate_limiter)
+        self.rate_limiter.insert(len(storage))  # what is already stored counts as inserted
+        self._lock_fd = lock_fd
+        self._prefetcher: Prefetcher[TransitionBatch] | None = None
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | Path,
+        config: BufferConfig | None = None,
+        *,
+        read_only: bool = False,
+        codec: Codec | None = None,
+        fault_hook: FaultHook | None = None,
+    ) -> ReplayBuffer:
+        """Open (creating it if needed, unless read-only) the buffer in `directory`.
+
+        Opening for writing takes an exclusive lock and first recovers from any crash of an earlier writer.
+        """
+        path = Path(directory)
+        config = config or BufferConfig()
+        codec = codec or default_codec()
+        if read_only:
+            reader_index = Index(path, read_only=True)
+            return cls(DiskStorage(path, reader_index, codec, config.storage), config, None, None, None)
+        path.mkdir(parents=True, exist_ok=True)
+        lock_fd = _lock(path)
+        index: Index | None = None
+        try:
+            started = time.monotonic()
+            index = Index(path, durable=config.storage.fsync == "episode")
+            report = recover(path, index, codec, config.storage, fault_hook=fault_hook)
+            storage = DiskStorage(path, index, codec, config.storage)
+            writer = EpisodeWriter(storage, config.storage, fault_hook=fault_hook)
+            _log.info("opened %s: %d transitions in %.3f s", path, len(storage), time.monotonic() - started)
+        except BaseException:
+            if index is not None:
+                index.close()
+            os.close(lock_fd)
+            raise
+        return cls(storage, config, writer, lock_fd, report)
+
+    # ---------------------------------------------------------------------------------------------- writing
+
+    def _writer(self) -> EpisodeWriter:
+        if self.writer is None:
+            raise ReadOnlyBufferError(f"{self.storage.directory} is open read-only")
+        return self.writer
+
+    def add(self, transition: Transition, wall_ns: int | None = None) -> int | None:
+        """Add one transition; when it ends its episode, the whole episode is stored and its number returned."""
+        before = len(self.storage)
+        episode = self._writer().add(transition, wall_ns)
+        if episode is not None:
+            self.rate_limiter.insert(len(self.storage) - before)
+        return episode
+
+    def end_episode(self, robot_id: str) -> int | None:
+        """Store `robot_id`'s episode now (operator reset without a done flag)."""
+        before = len(self.storage)
+        episode = self._writer().end_episode(robot_id)
+        if episode is not None:
+            self.rate_limiter.insert(len(self.storage) - before)
+        return episode
+
+    def discard_episode(self, robot_id: str) -> int:
+        """Forget `robot_id`'s unfinished episode; returns the steps dropped."""
+        return self._writer().discard_episode(robot_id)
+
+    # ---------------------------------------------------------------------------------------------- reading
+
+    def __len__(self) -> int:
+        return len(self.storage)
+
+    def refresh(self) -> int:
+        """Read-only buffers: take in episodes committed by the writer since; returns the new transitions."""
+        added = self.storage.refresh()
+        if added:
+            self.rate_limiter.insert(added)
+        return added
+
+    def get(self, indices: list[int] | np.ndarray) -> list[Transition]:
+        """Transitions by number (cache first, then disk)."""
+        return self.storage.get([int(i) for i in indices])
+
+    def query(self, query: TransitionQuery, limit: int | None = None) -> list[int]:
+        """Transition numbers matching metadata filters (an indexed SQL query)."""
+        return self.storage.index.query(query, limit)
+
+    def set_policy_version(self, version: int) -> None:
+        """The learner's current policy version (staleness-aware sampling)."""
+        self.sampler.set_policy_version(version)
+
+    def sample(self, batch_size: int | None = None, timeout_s: float = 30.0) -> TransitionBatch:
+        """A batch, as soon as the rate limiter allows it; `SampleTimeoutError` at the deadline."""
+        size = batch_size or self.config.batch_size
+        if self.config.prefetch > 0 and size == self.config.batch_size:
+            if self._prefetcher is None:
+                self._prefetcher = Prefetcher(self._produce, self.config.prefetch)
+            return self._prefetcher.get(timeout_s)
+        batch = self._produce(timeout_s, size)
+        if batch is None:
+            raise SampleTimeoutError(f"no batch of {size} allowed within {timeout_s:.3g} s ({self._why_waiting(size)})")
+        return batch
+
+    def _why_waiting(self, size: int) -> str:
+        limiter = self.rate_limiter
+        if limiter.inserts < limiter.min_size:
+            return f"{limiter.inserts} of the {limiter.min_size} transitions needed before sampling"
+        if self.sampler.candidates(self.storage.view()) == 0:
+            return f"the {self.sampler.kind} sampler has nothing to draw from"
+        return f"rate limit: {limiter.samples} sampled for {limiter.inserts} inserted"
+
+    def _produce(self, timeout_s: float, batch_size: int | None = None) -> TransitionBatch | None:
+        """One batch once the sampler has data and the rate limiter allows it; None at the deadline."""
+        size = batch_size or self.config.batch_size
+        deadline = time.monotonic() + timeout_s
+        while not self._closed:
+            remaining = max(0.0, deadline - time.monotonic())
+            if self.writer is None:  # nobody in this process inserts: look for the writer's new episodes
+                self.refresh()
+                remaining = min(remaining, READ_ONLY_POLL_S)
+            if self.sampler.candidates(self.storage.view()) > 0:
+                if self.rate_limiter.acquire(size, remaining):
+                    indices = self.sampler.sample(self.storage.view(), size)
+                    transitions = self.storage.get(indices.tolist())
+                    return collate(transitions, indices, decode_images=self.config.decode_images)
+            elif remaining > 0:
+                self.rate_limiter.wait_for_insert(remaining)
+            if time.monotonic() >= deadline:
+                return None
+        return None
+
+    # ---------------------------------------------------------------------------------------------- reports
+
+    def info(self) -> BufferInfo:
+        return buffer_info(self.storage.index, self.storage.directory)
+
+    def verify(self, *, decode: bool = True) -> VerifyReport:
+        return verify(self.storage.directory, self.storage.index, self.storage.codec, decode=decode)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume sampling exactly (the data itself stays on disk)."""
+        return {
+            "storage": self.storage.state_dict(),
+            "writer": self.writer.state_dict() if self.writer else None,
+            "sampler": self.sampler.state_dict(),
+            "rate_limiter": self.rate_limiter.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.storage.load_state_dict(state["storage"])
+        if self.writer is not None and state.get("writer"):
+            self.writer.load_state_dict(state["writer"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.rate_limiter.load_state_dict(state["rate_limiter"])
+
+    # ---------------------------------------------------------------------------------------------- life
+
+    def close(self) -> None:
+        """Stop prefetching, drop unfinished episodes, close the open segment (footer + metadata.yaml)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.rate_limiter.close()
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            self.storage.close()
+            self.storage.index.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def __enter__(self) -> ReplayBuffer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,231 @@
+"""Segments: each one a rosbag2 bag directory holding one MCAP file, as Humble's mcap plugin writes it.
+
+A segment is written episode by episode with `mcap`'s Writer (profile "ros2", schemas "ros2msg" with the
+full message definitions, messages "cdr"), one or more uncompressed chunks per episode, so every message
+sits at a fixed file offset that the index records. Closing a segment writes the MCAP summary and footer
+and then the bag's metadata.yaml (version 5), after which `ros2 bag info` and `ros2 bag play` accept it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcap.writer import CompressionType, IndexType, Writer
+
+from user import __version__
+from user.buffer.errors import CorruptRecordError, SegmentError, TruncatedSegmentError
+from user.buffer.mcapscan import MESSAGE_PREFIX, ScanError, parse_message_record, scan
+from user.buffer.metadata import BagMetadata, FileInfo, TopicInfo, qos_profile_yaml
+from user.interfaces.codec import Codec
+
+_log = logging.getLogger("user.buffer.segments")
+
+TRANSITION_TOPIC = "/transitions"
+EVENT_TOPIC = "/episode_events"
+TRANSITION_TYPE = "user/msg/Transition"
+EVENT_TYPE = "user/msg/EpisodeEvent"
+TOPICS = ((TRANSITION_TOPIC, TRANSITION_TYPE), (EVENT_TOPIC, EVENT_TYPE))
+PROFILE = "ros2"
+SCHEMA_ENCODING = "ros2msg"
+MESSAGE_ENCODING = "cdr"
+STORAGE_ID = "mcap"
+
+
+def segment_file_name(name: str) -> str:
+    """The MCAP file inside bag directory `name` (rosbag2 names the first file of bag X "X_0.mcap")."""
+    return f"{name}_0.mcap"
+
+
+@dataclass(frozen=True)
+class OutMessage:
+    """One message to write: its topic (one of TOPICS), CDR bytes and log time."""
+
+    topic: str
+    data: bytes
+    log_time_ns: int
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """Where a message lies in its segment file."""
+
+    offset: int  # file offset of the MCAP message record
+    length: int  # bytes of the CDR payload
+
+
+@dataclass
+class SegmentStats:
+    """What a segment holds, for its metadata.yaml."""
+
+    counts: dict[str, int] = field(default_factory=lambda: {topic: 0 for topic, _ in TOPICS})
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+    def add(self, topic: str, log_time_ns: int) -> None:
+        self.counts[topic] += 1
+        self.start_ns = log_time_ns if self.start_ns is None else min(self.start_ns, log_time_ns)
+        self.end_ns = log_time_ns if self.end_ns is None else max(self.end_ns, log_time_ns)
+
+    @property
+    def message_count(self) -> int:
+        return sum(self.counts.values())
+
+
+def segment_metadata(file_name: str, stats: SegmentStats) -> BagMetadata:
+    """metadata.yaml content of a finished segment."""
+    start = stats.start_ns or 0
+    duration = (stats.end_ns or start) - start
+    qos = qos_profile_yaml()
+    return BagMetadata(
+        storage_identifier=STORAGE_ID,
+        relative_file_paths=(file_name,),
+        topics=tuple(
+            TopicInfo(name=topic, type=typename, offered_qos_profiles=qos, message_count=stats.counts[topic])
+            for topic, typename in TOPICS
+        ),
+        starting_time_ns=start,
+        duration_ns=duration,
+        message_count=stats.message_count,
+        files=(FileInfo(file_name, start, duration, stats.message_count),),
+    )
+
+
+class SegmentWriter:
+    """Writes one segment's MCAP file, one episode (a list of messages) at a time."""
+
+    def __init__(self, path: Path, codec: Codec, *, chunk_bytes: int, fsync_episodes: bool, fsync_close: bool) -> None:
+        self.path = path
+        self.stats = SegmentStats()
+        self._fsync_episodes = fsync_episodes
+        self._fsync_close = fsync_close
+        try:
+            self._stream = open(path, "xb")  # noqa: SIM115 - owned by this object, closed in finish/abandon
+        except OSError as exc:
+            raise SegmentError(f"{path}: cannot create segment file ({exc.strerror or exc})") from exc
+        self._read_fd = os.open(path, os.O_RDONLY)
+        self._writer = Writer(
+            self._stream,
+            chunk_size=chunk_bytes,
+            compression=CompressionType.NONE,  # images are JPEG already; keeps messages at fixed offsets
+            index_types=IndexType.ALL,
+        )
+        self._writer.start(profile=PROFILE, library=f"user-buffer/{__version__}")
+        self._channels: dict[str, int] = {}
+        for topic, typename in TOPICS:
+            schema_id = self._writer.register_schema(
+                name=typename, encoding=SCHEMA_ENCODING, data=codec.definition(typename).encode("utf-8")
+            )
+            self._channels[topic] = self._writer.register_channel(
+                topic=topic,
+                message_encoding=MESSAGE_ENCODING,
+                schema_id=schema_id,
+                metadata={"offered_qos_profiles": qos_profile_yaml()},
+            )
+        self._sequence = 0
+        self._closed = False
+
+    @property
+    def bytes_written(self) -> int:
+        return self._stream.tell()
+
+    def write_episode(self, messages: Sequence[OutMessage]) -> list[Position]:
+        """Append `messages` as whole chunks, flush them to the OS (and disk, if fsync), return their positions."""
+        if self._closed:
+            raise SegmentError(f"{self.path}: segment already closed")
+        start = self._stream.tell()
+        for msg in messages:
+            self._sequence += 1
+            self._writer.add_message(
+                channel_id=self._channels[msg.topic],
+                log_time=msg.log_time_ns,
+                data=msg.data,
+                publish_time=msg.log_time_ns,
+                sequence=self._sequence & 0xFFFFFFFF,
+            )
+        self._writer.flush()  # type: ignore[no-untyped-call]
+        if self._fsync_episodes:
+            os.fsync(self._stream.fileno())
+        end = self._stream.tell()
+        positions = self._positions(start, end, messages)
+        for msg in messages:
+            self.stats.add(msg.topic, msg.log_time_ns)
+        return positions
+
+    def _positions(self, start: int, end: int, messages: Sequence[OutMessage]) -> list[Position]:
+        """Read back the bytes just written and find each message record in them."""
+        data = os.pread(self._read_fd, end - start, start)
+        try:
+            found = scan(data, base=start).messages
+        except ScanError as exc:
+            raise SegmentError(f"{self.path}: cannot read back the episode just written: {exc}") from exc
+        if len(found) != len(messages):
+            raise SegmentError(f"{self.path}: wrote {len(messages)} messages, found {len(found)} on reading back")
+        for span, msg in zip(found, messages, strict=True):
+            if span.channel_id != self._channels[msg.topic] or span.length != len(msg.data):
+                raise SegmentError(f"{self.path}: message at byte {span.offset} is not the one written there")
+        return [Position(span.offset, span.length) for span in found]
+
+    def finish(self) -> SegmentStats:
+        """Write the MCAP summary and footer, make the file durable, close it."""
+        if self._closed:
+            return self.stats
+        self._writer.finish()  # type: ignore[no-untyped-call]
+        self._stream.flush()
+        if self._fsync_close:
+            os.fsync(self._stream.fileno())
+        self._close_files()
+        return self.stats
+
+    def abandon(self) -> None:
+        """Close the file without a footer (what a crash leaves; used when a write fails)."""
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except OSError as exc:
+                _log.warning("%s: flush on abandon failed: %s", self.path, exc)
+            self._close_files()
+
+    def _close_files(self) -> None:
+        self._closed = True
+        self._stream.close()
+        os.close(self._read_fd)
+
+
+class SegmentReader:
+    """Reads single messages of one segment file by position (`pread`, safe from several threads)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise SegmentError(f"{path}: cannot open segment file ({exc.strerror or exc})") from exc
+
+    def read(self, position: Position) -> bytes:
+        """The CDR payload at `position`; `TruncatedSegmentError` or `CorruptRecordError` if it is not there."""
+        want = MESSAGE_PREFIX + position.length
+        record = os.pread(self._fd, want, position.offset)
+        if len(record) < want:
+            raise TruncatedSegmentError(
+                str(self.path), position.offset, f"message needs {want} bytes, only {len(record)} present"
+            )
+        try:
+            _, payload = parse_message_record(record, position.offset)
+        except ScanError as exc:
+            raise CorruptRecordError(str(self.path), position.offset, str(exc)) from exc
+        return payload
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> SegmentReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

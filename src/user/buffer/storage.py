@@ -1,0 +1,155 @@
+"""Storage: the segments on disk, the index beside them and the cache in front, behind `get(indices)`.
+
+Like a torchrl storage, it holds the data and answers reads by transition number; samplers choose the
+numbers, the writer appends committed episodes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from user.buffer.cache import TransitionCache, cache_capacity
+from user.buffer.columns import Columns, ColumnView
+from user.buffer.config import StorageConfig
+from user.buffer.errors import BufferError, CorruptRecordError, SegmentError
+from user.buffer.index import Index, TransitionRow
+from user.buffer.segments import TRANSITION_TYPE, Position, SegmentReader, segment_file_name
+from user.interfaces.codec import Codec, DecodeError
+from user.interfaces.domain import Transition, transition_from_msg
+
+_log = logging.getLogger("user.buffer.storage")
+
+SEGMENTS_DIR = "segments"
+MAX_OPEN_SEGMENTS = 64
+
+
+def segment_path(directory: Path, name: str) -> Path:
+    """The MCAP file of segment `name` under buffer `directory`."""
+    return directory / SEGMENTS_DIR / name / segment_file_name(name)
+
+
+class DiskStorage:
+    """Transitions by number: from the cache when there, else one `pread` and a CDR decode."""
+
+    def __init__(self, directory: Path, index: Index, codec: Codec, config: StorageConfig) -> None:
+        self.directory = directory
+        self.index = index
+        self.codec = codec
+        self.config = config
+        self.columns = Columns()
+        self.cache = TransitionCache(cache_capacity(config.cache_size, config.cache_ratio, 0))
+        self._lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+        self._readers: OrderedDict[int, SegmentReader] = OrderedDict()
+        self._segment_names: dict[int, str] = {}
+        self.disk_reads = 0
+        self.refresh()
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def view(self) -> ColumnView:
+        return self.columns.view()
+
+    def refresh(self) -> int:
+        """Load rows committed since the last call (by this process or another); returns how many."""
+        with self._refresh_lock:  # two threads refreshing at once would append the same rows twice
+            rows = self.index.column_rows(len(self.columns))
+            self.columns.extend_tuples(rows)
+        self._resize_cache()
+        return len(rows)
+
+    def add_committed(self, rows: Sequence[TransitionRow], transitions: Sequence[Transition]) -> None:
+        """A just-committed episode: its rows join the columns, its transitions enter the cache first."""
+        self.columns.extend(rows)
+        self._resize_cache()
+        for row, transition in zip(rows, transitions, strict=True):
+            self.cache.put(row.index, transition)
+
+    def _resize_cache(self) -> None:
+        self.cache.set_capacity(cache_capacity(self.config.cache_size, self.config.cache_ratio, len(self.columns)))
+
+    # ---------------------------------------------------------------------------------------------- reads
+
+    def get(self, indices: Sequence[int]) -> list[Transition]:
+        """Transitions `indices` (any order, repeats allowed); misses are read from disk in file order."""
+        view = self.columns.view()
+        out: list[Transition | None] = [self.cache.get(int(i)) for i in indices]
+        missing = sorted({int(indices[k]) for k, t in enumerate(out) if t is None}, key=view.position)
+        loaded = {i: self.read(i, view) for i in missing}
+        return [t if t is not None else loaded[int(indices[k])] for k, t in enumerate(out)]
+
+    def read(self, index: int, view: ColumnView | None = None) -> Transition:
+        """Transition `index` from disk (bypassing the cache)."""
+        view = view or self.columns.view()
+        if not 0 <= index < view.size:
+            raise IndexError(f"transition {index} is not in the buffer (it holds {view.size})")
+        segment_id, position = view.position(index)
+        payload = self.read_payload(segment_id, position)
+        try:
+            msg = self.codec.decode(payload, TRANSITION_TYPE)
+        except DecodeError as exc:
+            path = str(self._path(segment_id))
+            raise CorruptRecordError(path, position.offset, f"transition {index} does not decode: {exc}") from exc
+        self.disk_reads += 1
+        return transition_from_msg(msg)
+
+    def read_payload(self, segment_id: int, position: Position) -> bytes:
+        """The CDR bytes at `position` of segment `segment_id`."""
+        with self._lock:  # a reader is never closed while another thread reads through it
+            return self._reader(segment_id).read(position)
+
+    def _path(self, segment_id: int) -> Path:
+        name = self._segment_names.get(segment_id)
+        if name is None:
+            self._segment_names = {s.id: s.name for s in self.index.segments()}
+            name = self._segment_names.get(segment_id)
+        if name is None:
+            raise SegmentError(f"segment {segment_id} is not in the index")
+        return segment_path(self.directory, name)
+
+    def _reader(self, segment_id: int) -> SegmentReader:
+        """The open reader of a segment (call with the lock held); keeps at most MAX_OPEN_SEGMENTS open."""
+        reader = self._readers.get(segment_id)
+        if reader is not None:
+            self._readers.move_to_end(segment_id)
+            return reader
+        reader = SegmentReader(self._path(segment_id))
+        self._readers[segment_id] = reader
+        while len(self._readers) > MAX_OPEN_SEGMENTS:
+            _, old = self._readers.popitem(last=False)
+            old.close()
+        return reader
+
+    def forget_segment(self, segment_id: int) -> None:
+        """Close the reader of a segment whose file was replaced (recovery) or removed."""
+        with self._lock:
+            reader = self._readers.pop(segment_id, None)
+            self._segment_names.pop(segment_id, None)
+        if reader is not None:
+            reader.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for reader in self._readers.values():
+                reader.close()
+            self._readers.clear()
+
+    # ---------------------------------------------------------------------------------------------- state
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the data is and how much of it there was (the data itself stays on disk)."""
+        return {"directory": str(self.directory), "transitions": len(self.columns)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Check that this storage holds at least what `state` describes."""
+        expected = int(state.get("transitions", 0))
+        if len(self.columns) < expected:
+            raise BufferError(
+                f"{self.directory}: holds {len(self.columns)} transitions, the saved state expects {expected}"
+            )

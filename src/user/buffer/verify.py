@@ -1,0 +1,186 @@
+"""`user buffer verify`: check the index against the segments, message by message.
+
+* every index row is numbered contiguously, belongs to a known episode and segment, and its episode's steps
+  run 0..steps-1;
+* every indexed position holds a whole MCAP message record that decodes as the transition the row
+  describes (robot, episode, step, demo flag), and every episode's START/END events decode;
+* every segment file is read by an independent reader (`mcap`'s NonSeekingReader, which needs no footer)
+  and holds at least the indexed messages (exactly that many once closed); closed segments have a
+  version-5 metadata.yaml whose counts agree with the index.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcap.exceptions import McapError
+from mcap.reader import NonSeekingReader
+
+from user.buffer.errors import BagReadError, SegmentError
+from user.buffer.index import EpisodeRow, Index, SegmentRow, TransitionRow
+from user.buffer.mcapscan import ScanError, WholeRecords
+from user.buffer.metadata import HUMBLE_VERSION, read_metadata
+from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TRANSITION_TOPIC, TRANSITION_TYPE, SegmentReader
+from user.buffer.storage import SEGMENTS_DIR, segment_path
+from user.interfaces.codec import Codec, DecodeError
+
+_log = logging.getLogger("user.buffer.verify")
+MAX_PROBLEMS = 100
+
+
+@dataclass
+class VerifyReport:
+    """Problems found (empty when the buffer is consistent) and what was checked."""
+
+    transitions: int = 0
+    episodes: int = 0
+    segments: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def problem(self, text: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(text)
+        elif len(self.problems) == MAX_PROBLEMS:
+            self.problems.append("... (further problems not listed)")
+
+
+def verify(directory: Path, index: Index, codec: Codec, *, decode: bool = True) -> VerifyReport:
+    """Check `directory` (see the module docstring); never modifies anything."""
+    report = VerifyReport()
+    seg_root = directory / SEGMENTS_DIR
+    # Listed before the snapshot: a writer commits a segment's row before making its directory, so a
+    # directory seen here always has its row in the snapshot, even while that writer runs.
+    on_disk = sorted(p.name for p in seg_root.iterdir()) if seg_root.is_dir() else []
+    with index.snapshot():
+        segments = {s.id: s for s in index.segments()}
+        episodes = index.episodes()
+        rows = index.transitions()
+    report.transitions, report.episodes, report.segments = len(rows), len(episodes), len(segments)
+    _check_rows(rows, episodes, segments, report)
+    known = {s.name for s in segments.values()}
+    for name in on_disk:
+        if name not in known:
+            report.problem(f"segments/{name} is not in the index (left over; not part of the buffer)")
+    by_segment: dict[int, list[TransitionRow]] = {}
+    for row in rows:
+        by_segment.setdefault(row.segment_id, []).append(row)
+    eps_by_segment: dict[int, list[EpisodeRow]] = {}
+    for ep in episodes:
+        eps_by_segment.setdefault(ep.segment_id, []).append(ep)
+    for seg in segments.values():
+        path = segment_path(directory, seg.name)
+        seg_rows, seg_eps = by_segment.get(seg.id, []), eps_by_segment.get(seg.id, [])
+        if not path.exists():
+            if seg_rows or seg.state == "closed":
+                report.problem(f"segment {seg.name}: file {path} is missing")
+            continue
+        if decode:
+            _check_positions(path, seg_rows, seg_eps, codec, report)
+        _check_segment_file(seg, path, len(seg_rows), 2 * len(seg_eps), report)
+    return report
+
+
+def _check_rows(
+    rows: list[TransitionRow], episodes: list[EpisodeRow], segments: dict[int, SegmentRow], report: VerifyReport
+) -> None:
+    eps = {e.episode: e for e in episodes}
+    steps: dict[int, list[int]] = {}
+    for n, row in enumerate(rows):
+        if row.index != n:
+            report.problem(f"transition numbers jump from {n - 1} to {row.index}")
+            break
+    for row in rows:
+        ep = eps.get(row.episode)
+        if ep is None:
+            report.problem(f"transition {row.index}: episode {row.episode} is not in the index")
+        elif row.segment_id != ep.segment_id or row.robot_id != ep.robot_id or row.episode_id != ep.episode_id:
+            report.problem(f"transition {row.index}: disagrees with its episode {row.episode}")
+        if row.segment_id not in segments:
+            report.problem(f"transition {row.index}: segment {row.segment_id} is not in the index")
+        steps.setdefault(row.episode, []).append(row.step)
+    for ep in episodes:
+        got = steps.get(ep.episode, [])
+        if got != list(range(ep.steps)):
+            report.problem(f"episode {ep.episode}: {ep.steps} steps expected, rows hold steps {got[:5]}...")
+    per_segment = Counter(e.segment_id for e in episodes)
+    for seg in segments.values():
+        n_eps = per_segment.get(seg.id, 0)
+        if n_eps != seg.episodes:
+            report.problem(f"segment {seg.name}: counts {seg.episodes} episodes, the index holds {n_eps}")
+
+
+def _check_positions(
+    path: Path, rows: list[TransitionRow], episodes: list[EpisodeRow], codec: Codec, report: VerifyReport
+) -> None:
+    with SegmentReader(path) as reader:
+        for row in rows:
+            try:
+                msg = codec.decode(reader.read(row.position), TRANSITION_TYPE)
+            except (SegmentError, DecodeError) as exc:
+                report.problem(f"transition {row.index}: {exc}")
+                continue
+            got = (str(msg.robot_id), int(msg.episode_id), int(msg.step), bool(msg.is_demo))
+            if got != (row.robot_id, row.episode_id, row.step, row.is_demo):
+                report.problem(f"transition {row.index}: the segment holds {got}, the index says {row}")
+        for ep in episodes:
+            for kind, position in ((0, ep.start_event), (1, ep.end_event)):
+                try:
+                    event = codec.decode(reader.read(position), EVENT_TYPE)
+                except (SegmentError, DecodeError) as exc:
+                    report.problem(f"episode {ep.episode}: event: {exc}")
+                    continue
+                if int(event.kind) != kind or int(event.episode_id) != ep.episode_id:
+                    report.problem(
+                        f"episode {ep.episode}: event at {position.offset} is not its {('START', 'END')[kind]}"
+                    )
+
+
+def count_messages(path: Path) -> tuple[Counter[str], str | None]:
+    """Messages per topic read by `mcap`'s NonSeekingReader (which needs no footer), up to the last whole
+    record, and why reading stopped before the footer (None: it reached the footer)."""
+    counts: Counter[str] = Counter()
+    with open(path, "rb") as f:
+        try:
+            whole = WholeRecords(f)
+        except ScanError as exc:
+            return counts, str(exc)
+        reader = NonSeekingReader(io.BufferedReader(whole), record_size_limit=max(whole.end, 1))
+        try:
+            for _, channel, _ in reader.iter_messages(log_time_order=False):
+                counts[channel.topic] += 1
+        except (McapError, EOFError, ValueError, OSError) as exc:
+            return counts, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return counts, None
+
+
+def _check_segment_file(seg: SegmentRow, path: Path, transitions: int, events: int, report: VerifyReport) -> None:
+    counts, cut = count_messages(path)
+    closed = seg.state == "closed"
+    if closed and cut is not None:
+        report.problem(f"segment {seg.name}: closed, but {path.name} does not read to its end ({cut})")
+    for topic, indexed in ((TRANSITION_TOPIC, transitions), (EVENT_TOPIC, events)):
+        found = counts.get(topic, 0)
+        if found < indexed or (closed and found != indexed):
+            report.problem(f"segment {seg.name}: {found} {topic} messages in {path.name}, the index has {indexed}")
+    if not closed:
+        return
+    try:
+        meta = read_metadata(path.parent)
+    except BagReadError as exc:
+        report.problem(f"segment {seg.name}: {exc}")
+        return
+    if meta.version != HUMBLE_VERSION or meta.storage_identifier != "mcap":
+        report.problem(f"segment {seg.name}: metadata.yaml declares version {meta.version}, {meta.storage_identifier}")
+    if meta.relative_file_paths != (path.name,):
+        report.problem(f"segment {seg.name}: metadata.yaml lists {meta.relative_file_paths}, expected {path.name}")
+    declared = {t.name: t.message_count for t in meta.topics}
+    if declared.get(TRANSITION_TOPIC) != transitions or declared.get(EVENT_TOPIC) != events:
+        report.problem(f"segment {seg.name}: metadata.yaml counts {declared}, the index {transitions}/{events}")

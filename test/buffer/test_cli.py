@@ -1,0 +1,94 @@
+"""`user buffer info | verify | import-bag | export`, run through the real command-line entry point."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from rosbags.rosbag2 import StoragePlugin
+
+from test.buffer.factories import episode
+from test.buffer.test_bagread import MAPPING, record_bag
+from user.buffer import BufferConfig, ReplayBuffer, StorageConfig
+from user.cli.main import main
+
+
+@pytest.fixture
+def buffer_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "buf"
+    config = BufferConfig(storage=StorageConfig(segment_max_episodes=2), prefetch=0)
+    with ReplayBuffer.open(path, config) as buf:
+        for e in range(5):
+            for t in episode("left" if e % 2 else "right", e, 3, demo=e == 0, success=e >= 3, version=e):
+                buf.add(t)
+    return path
+
+
+def test_info_json(buffer_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["buffer", "info", str(buffer_dir), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["transitions"], info["episodes"], info["demo_transitions"]) == (15, 5, 3)
+    assert info["policy_versions"] == [0, 1, 2, 3, 4]
+    assert info["robots"]["left"] == {"episodes": 2, "transitions": 6, "success_rate": 0.5}
+    assert info["success_rate"] == pytest.approx(0.4)
+    assert (info["segments_closed"], info["segments_open"]) == (3, 0)
+    assert info["bytes_on_disk"] > 0
+    assert main(["buffer", "info", str(buffer_dir)]) == 0
+    assert "episodes:      5" in capsys.readouterr().out
+
+
+def test_verify_finds_a_corrupt_row(buffer_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["buffer", "verify", str(buffer_dir)]) == 0
+    assert capsys.readouterr().out.startswith("OK: 15 transitions, 5 episodes, 3 segments")
+    db = sqlite3.connect(buffer_dir / "index.sqlite3")
+    db.execute("UPDATE transitions SET offset = offset + 1 WHERE idx = 4")
+    db.commit()
+    db.close()
+    assert main(["buffer", "verify", str(buffer_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "PROBLEM: transition 4:" in out and "bad record" in out
+
+
+def test_verify_missing_buffer_is_an_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    assert main(["buffer", "verify", str(tmp_path / "none")]) == 2
+    assert "no index here" in caplog.text
+
+
+def test_import_bag_as_demos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record_bag(tmp_path / "bag", StoragePlugin.MCAP)
+    mapping = tmp_path / "mapping.yaml"
+    mapping.write_text(yaml.safe_dump(MAPPING))
+    args = ["buffer", "import-bag", str(tmp_path / "bag"), "--into", str(tmp_path / "buf"), "--mapping", str(mapping)]
+    assert main([*args, "--as-demos"]) == 0
+    assert "imported 2 demonstration episodes (8 transitions)" in capsys.readouterr().out
+    assert main(args) == 0  # again, as online data: episode ids continue
+    capsys.readouterr()
+    with ReplayBuffer.open(tmp_path / "buf", read_only=True) as buf:
+        assert buf.info().demo_transitions == 8 and len(buf) == 16
+        assert [e.episode_id for e in buf.storage.index.episodes()] == [0, 1, 2, 3]
+        assert buf.verify().ok
+    mapping.write_text(yaml.safe_dump({**MAPPING, "rewards": {}}))
+    assert main([*args]) == 2  # unknown key: an error naming it, nothing imported
+
+
+def test_export_plain_dataset(buffer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "dataset"
+    assert main(["buffer", "export", str(buffer_dir), str(out), "--online-only"]) == 0
+    assert "exported 4 episodes (12 transitions)" in capsys.readouterr().out
+    info = json.loads((out / "info.json").read_text())
+    assert (info["episodes"], info["state_dim"], info["action_dim"], info["cameras"]) == (4, 7, 4, ["front", "wrist"])
+    lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [line["episode_id"] for line in lines] == [1, 2, 3, 4] and not any(line["is_demo"] for line in lines)
+    data = np.load(out / lines[0]["file"])
+    assert data["state"].shape == (3, 7) and data["action"].shape == (3, 4) and data["truncated"][-1]
+    frames = sorted(p.name for p in (out / lines[0]["frames"] / "wrist").iterdir())
+    assert frames == ["000000.jpg", "000001.jpg", "000002.jpg", "000003.jpg"]  # steps + the final observation
+    assert main(["buffer", "export", str(buffer_dir), str(out)]) == 2  # never into a non-empty directory
+
+
+def test_verify_reports_a_segment_the_index_does_not_know(buffer_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (buffer_dir / "segments" / "seg_000099").mkdir()
+    assert main(["buffer", "verify", str(buffer_dir), "--no-decode"]) == 1
+    assert "segments/seg_000099 is not in the index" in capsys.readouterr().out

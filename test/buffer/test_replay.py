@@ -1,0 +1,186 @@
+"""The buffer end to end: whole episodes in, segments rolled, batches out, reopened, read beside a writer."""
+
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mcap.reader import make_reader
+
+from test.buffer.factories import episode, transition
+from user.buffer import (
+    BufferConfig,
+    BufferLockedError,
+    CorruptRowError,
+    RateLimiterConfig,
+    ReadOnlyBufferError,
+    ReplayBuffer,
+    SamplerConfig,
+    SampleTimeoutError,
+    StorageConfig,
+    TransitionQuery,
+)
+from user.buffer.metadata import read_metadata
+
+
+def _config(**storage: object) -> BufferConfig:
+    return BufferConfig(
+        storage=StorageConfig(**{"segment_max_episodes": 3, "cache_size": 1000, **storage}),  # type: ignore[arg-type]
+        rate_limiter=RateLimiterConfig(min_size=1),
+        batch_size=8,
+        prefetch=0,
+    )
+
+
+def _fill(buf: ReplayBuffer, episodes: int, robots: tuple[str, ...] = ("a", "b"), steps: int = 4) -> None:
+    """Robots' episodes interleaved step by step, as they arrive from several robots at once."""
+    for e in range(episodes):
+        streams = [episode(r, e, steps + k, demo=e == 0, success=e % 2 == 1) for k, r in enumerate(robots)]
+        for s in range(max(len(x) for x in streams)):
+            for stream in streams:
+                if s < len(stream):
+                    buf.add(stream[s])
+
+
+def test_episodes_in_segments_out_and_back(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path, _config()) as buf:
+        _fill(buf, 4)
+        assert len(buf) == 4 * (4 + 5)
+        info = buf.info()
+        assert (info.episodes, info.segments_closed, info.segments_open) == (8, 2, 1)
+        assert info.demo_transitions == 9 and info.success_rate == 0.5
+        batch = buf.sample()
+        assert batch.state.shape == (8, 7) and batch.images["wrist"].shape == (8, 16, 16, 3)
+    with ReplayBuffer.open(tmp_path, _config(), read_only=True) as ro:
+        assert len(ro) == 36 and ro.verify().ok
+    bags = sorted((tmp_path / "segments").iterdir())
+    assert [b.name for b in bags] == ["seg_000000", "seg_000001", "seg_000002"]
+    for bag in bags:
+        meta = read_metadata(bag)
+        assert meta.version == 5 and meta.storage_identifier == "mcap"
+        with open(bag / meta.relative_file_paths[0], "rb") as f:
+            reader = make_reader(f)
+            assert reader.get_header().profile == "ros2"
+            assert sum(1 for _ in reader.iter_messages()) == meta.message_count
+
+
+def test_segments_roll_by_size(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path, _config(segment_max_episodes=1000, segment_max_mb=0.01)) as buf:
+        _fill(buf, 2, robots=("a",))
+    assert len(list((tmp_path / "segments").iterdir())) == 2
+
+
+def test_cache_miss_reads_the_same_transition_from_disk(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path, _config(cache_size=5)) as buf:
+        _fill(buf, 2, robots=("a",))
+        storage = buf.storage
+        assert len(storage.cache) == 5 and storage.cache.oldest() == len(buf) - 5
+        reads = storage.disk_reads
+        (old,) = buf.get([1])
+        assert storage.disk_reads == reads + 1
+        expected = transition("a", 0, 1, 4, demo=True)
+        assert old.observation.images == expected.observation.images
+        assert np.array_equal(old.action.data, expected.action.data) and old.is_demo
+        buf.get([len(buf) - 1])
+        assert storage.disk_reads == reads + 1  # newest data is served from memory
+
+
+def test_cache_size_as_ratio(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path, _config(cache_ratio=0.5)) as buf:
+        _fill(buf, 2, robots=("a",))
+        assert buf.storage.cache.capacity == 4 and len(buf.storage.cache) == 4
+
+
+def test_only_whole_episodes_are_stored(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path, _config()) as buf:
+        ep = episode("a", 0, 4)
+        for t in [ep[0], ep[1], ep[3]]:  # step 2 lost
+            assert buf.add(t) is None
+        for t in episode("a", 1, 3)[:2]:
+            buf.add(t)
+        for t in episode("a", 2, 3):  # starts before episode 1 ended: episode 1 is dropped
+            buf.add(t)
+        buf.add(episode("b", 0, 3)[1])  # first step seen is not 0
+        buf.add(episode("b", 0, 3)[2])
+        assert len(buf) == 3 and buf.info().episodes == 1
+        buf.add(episode("c", 0, 5)[0])
+        buf.add(episode("c", 0, 5)[1])
+        assert buf.end_episode("c") == 1
+        assert buf.get([4])[0].truncated  # ended by the operator: its last step is truncated
+        buf.add(episode("d", 0, 5)[0])
+        assert buf.discard_episode("d") == 1
+        buf.add(episode("e", 0, 5)[0])  # still pending when closed: dropped, never half
+    with ReplayBuffer.open(tmp_path, _config(), read_only=True) as ro:
+        assert len(ro) == 5 and ro.verify().ok
+
+
+def test_read_only_beside_a_running_writer(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path, _config()) as writer:
+        _fill(writer, 1, robots=("a",))
+        with pytest.raises(BufferLockedError, match="another process is writing"):
+            ReplayBuffer.open(tmp_path, _config())
+        reader = ReplayBuffer.open(tmp_path, _config(), read_only=True)
+        assert len(reader) == 4
+        _fill(writer, 2, robots=("b",))
+        assert reader.refresh() == 8 and len(reader) == 12
+        assert len(reader.sample()) == 8
+        assert reader.verify().ok  # the open segment has no footer yet; verify reads it anyway
+        with pytest.raises(ReadOnlyBufferError):
+            reader.add(transition("a", 9, 0, 1))
+        reader.close()
+
+
+def test_rate_limited_sampling_and_state(tmp_path: Path) -> None:
+    config = BufferConfig(
+        storage=StorageConfig(segment_max_episodes=10),
+        sampler=SamplerConfig(kind="uniform", seed=1),
+        rate_limiter=RateLimiterConfig(samples_per_insert=2.0, min_size=4, error_buffer=8.0),
+        batch_size=8,
+        prefetch=1,
+    )
+    with ReplayBuffer.open(tmp_path, config) as buf:
+        with pytest.raises(SampleTimeoutError):
+            buf.sample(timeout_s=0.2)  # below min_size
+        _fill(buf, 1, robots=("a",))
+        assert len(buf.sample(timeout_s=5.0)) == 8  # the slack allows one batch
+        with pytest.raises(SampleTimeoutError):
+            buf.sample(batch_size=8 + 1, timeout_s=0.2)  # the ratio holds it back
+        _fill(buf, 2, robots=("b",))  # 8 inserts buy 16 samples
+        assert len(buf.sample(timeout_s=5.0)) == 8
+        state = buf.state_dict()
+        assert state["rate_limiter"]["inserts"] == 12 and state["sampler"]["kind"] == "uniform"
+    with ReplayBuffer.open(tmp_path, config) as again:
+        again.load_state_dict(state)
+        assert again.rate_limiter.samples == state["rate_limiter"]["samples"]
+
+
+def test_metadata_queries(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path, _config()) as buf:
+        _fill(buf, 3, robots=("a", "b"))
+        demos = buf.query(TransitionQuery(is_demo=True))
+        assert len(demos) == 9 and all(t.is_demo for t in buf.get(demos))
+        assert len(buf.query(TransitionQuery(robot_id="b", success=True))) == 1
+
+
+def test_an_index_with_a_hole_is_refused(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path, _config()) as buf:
+        _fill(buf, 1, robots=("a",))
+    db = sqlite3.connect(tmp_path / "index.sqlite3")
+    db.execute("DELETE FROM transitions WHERE idx = 2")
+    db.commit()
+    db.close()
+    with pytest.raises(CorruptRowError, match="transition 3: transition numbers in the index are not contiguous"):
+        ReplayBuffer.open(tmp_path, _config(), read_only=True)
+
+
+def test_read_only_sampling_waits_for_the_writer_with_a_deadline(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path, _config()) as writer:
+        reader = ReplayBuffer.open(tmp_path, _config(), read_only=True)
+        started = time.monotonic()
+        with pytest.raises(SampleTimeoutError, match="0 of the 1 transitions needed"):
+            reader.sample(timeout_s=0.3)
+        assert 0.3 <= time.monotonic() - started < 2.0
+        _fill(writer, 1, robots=("a",))
+        assert len(reader.sample(timeout_s=5.0)) == 8  # found the new episode while waiting
+        reader.close()
