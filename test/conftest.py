@@ -93,3 +93,17 @@ def topic() -> str:
 
 def user_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "user", *args]
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Tests that run `user.cli.main.main` in-process install a console handler; take it away again."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
