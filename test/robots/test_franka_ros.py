@@ -137,6 +137,8 @@ def received(standin: Franka2StandIn, target: npt.NDArray[np.float64] | None) ->
 
 
 def test_reads_franka_ros2_state_by_name(robot: FrankaRosRobot, standin: Franka2StandIn) -> None:
+    # connect() waits for the pose and joints only; the wrench and gripper topics are optional extras
+    assert wait_until(lambda: robot.state().wrench is not None and robot.state().gripper > 0, 5.0)
     state = robot.reset()
     np.testing.assert_allclose(state.tcp_pose, START, atol=1e-12)
     np.testing.assert_allclose(state.joint_positions, [JOINTS[n] for n in robot.config.joint_names])
