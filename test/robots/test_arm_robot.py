@@ -9,7 +9,7 @@ import numpy.typing as npt
 import pytest
 
 from user.robots import rotations as rot
-from user.robots.arm import ArmRobot, EStopError, PeriodPacer
+from user.robots.arm import ArmRobot, EStopError
 from user.robots.base import ArmState, NotConnectedError, RobotDescriptor, RobotError
 from user.robots.safety import SafetyConfig
 from user.robots.watchdog import ActionWatchdog, drive_once
@@ -273,25 +273,3 @@ def test_watchdog_holds_before_the_first_action(arm: PointMassArm) -> None:
     watchdog = ActionWatchdog(0.1, clock=lambda: 0.0)
     result = drive_once(arm, watchdog)
     assert result.held and result.reasons == ("no action received yet",)
-
-
-def test_period_pacer_sleeps_to_the_next_tick_and_never_bursts() -> None:
-    now = [0.0]
-    slept: list[float] = []
-
-    def sleep(s: float) -> None:
-        slept.append(s)
-        now[0] += s
-
-    pacer = PeriodPacer(0.1, clock=lambda: now[0], sleep=sleep)
-    pacer.wait()
-    now[0] += 0.03  # work inside the period
-    pacer.wait()
-    assert slept == pytest.approx([0.1, 0.07])
-    now[0] += 0.25  # a slow step: late, so no sleep and a fresh schedule
-    pacer.wait()
-    assert len(slept) == 2 and pacer.overruns == 1
-    pacer.wait()
-    assert slept[-1] == pytest.approx(0.1)
-    with pytest.raises(ValueError, match="positive"):
-        PeriodPacer(0.0)

@@ -18,7 +18,6 @@ thread; it takes effect at the next `step` or `hold`.
 from __future__ import annotations
 
 import logging
-import time
 from abc import abstractmethod
 from collections.abc import Callable
 from typing import TypeVar
@@ -235,41 +234,3 @@ class ArmRobot(Robot):
         except Exception as exc:
             self.estop(f"{what} failed: {type(exc).__name__}: {exc}")
             raise
-
-
-class PeriodPacer:
-    """Paces a loop at a fixed period on a monotonic clock, for drivers that run in real time.
-
-    `wait()` sleeps until the next tick (never longer than one period); when the caller is already late
-    it does not sleep and restarts the schedule from now, so a slow step never causes a burst of fast ones.
-    """
-
-    def __init__(
-        self,
-        period_s: float,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if not (period_s > 0.0 and np.isfinite(period_s)):
-            raise ValueError(f"control period must be a positive number of seconds, got {period_s!r}")
-        self.period_s = period_s
-        self._clock = clock
-        self._sleep = sleep
-        self._next: float | None = None
-        self.overruns = 0  # periods in which the caller was already late
-
-    def wait(self) -> None:
-        now = self._clock()
-        if self._next is None:
-            self._next = now + self.period_s
-        delay = self._next - now
-        if delay > 0.0:
-            self._sleep(min(delay, self.period_s))
-            self._next += self.period_s
-        else:
-            self.overruns += 1
-            self._next = now + self.period_s
-
-    def restart(self) -> None:
-        """Forget the schedule (after a reset or a pause); the next `wait` lasts one full period."""
-        self._next = None

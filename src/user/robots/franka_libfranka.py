@@ -35,8 +35,9 @@ import numpy as np
 import numpy.typing as npt
 
 from user.config import ConfigError, setting
-from user.robots.arm import ArmRobot, PeriodPacer
+from user.robots.arm import ArmRobot
 from user.robots.base import ArmState, NotConnectedError, RobotDescriptor, RobotError
+from user.robots.pacing import DeadlinePacer
 from user.robots.safety import SafetyConfig
 
 FCI_PORT = 1337  # libfranka's command port on the robot's Control unit
@@ -160,7 +161,7 @@ class FrankaLibfrankaRobot(ArmRobot):
         super().__init__(descriptor, cfg.safety)
         self.config = cfg
         self._clock_ns = clock_ns
-        self._pacer = PeriodPacer(1.0 / cfg.control_rate_hz)
+        self._pacer = DeadlinePacer(1.0 / cfg.control_rate_hz)
         self._fr: Any = None
         self._robot: Any = None
         self._gripper: Any = None

@@ -52,8 +52,9 @@ from user.config import ConfigError, setting
 from user.interfaces.stamps import from_time, header
 from user.node.node import Node, TypedPublisher
 from user.robots import rotations
-from user.robots.arm import ArmRobot, PeriodPacer
+from user.robots.arm import ArmRobot
 from user.robots.base import ArmState, RobotDescriptor, RobotError
+from user.robots.pacing import DeadlinePacer
 from user.robots.safety import SafetyConfig
 
 POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
@@ -135,7 +136,7 @@ class FrankaRosRobot(ArmRobot):
         self.config = cfg
         self.node = node
         self._clock = clock
-        self._pacer = PeriodPacer(1.0 / cfg.control_rate_hz)
+        self._pacer = DeadlinePacer(1.0 / cfg.control_rate_hz)
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)  # notified on every received message
         self._latest: dict[str, _Sample] = {}

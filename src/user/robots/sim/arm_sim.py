@@ -1,9 +1,10 @@
 """`ArmSim`: one simulated arm with its task objects; the physics layer under `SimFrankaRobot`.
 
-It owns the MuJoCo model and data and runs the operational-space controller at every physics step
-(`timestep`, 500 Hz by default): `command` sets the tool target and gripper opening, `advance` runs one
-control period (physics steps = period / timestep), `read_state` returns an `ArmState`. Nothing here
-paces to the wall clock or renders; the robot class does that around it.
+It owns the MuJoCo model and data and runs a torque controller at every physics step (`timestep`, 500 Hz
+by default; operational-space impedance unless a subclass picks another in `_make_controller`): `command`
+sets the tool target and gripper opening, `advance` runs one control period (physics steps = period /
+timestep), `read_state` returns an `ArmState`. Nothing here paces to the wall clock or renders; the robot
+class does that around it.
 
 Time stamps come from the simulation clock (nanoseconds, never going backwards across resets), so a
 seeded episode replays bit for bit.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Protocol
 
 import mujoco
 import numpy as np
@@ -35,6 +37,14 @@ _DIVERGENCE_WARNINGS = (
     mujoco.mjtWarning.mjWARN_BADQVEL,
     mujoco.mjtWarning.mjWARN_BADQACC,
 )
+
+
+class ArmController(Protocol):
+    """What `ArmSim` needs of a torque controller: a tool target, and torques written at every physics step."""
+
+    def set_target(self, position: Vec, quat_wxyz: Vec) -> None: ...
+
+    def apply(self, data: mujoco.MjData) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -70,15 +80,8 @@ class ArmSim:
         self._site = self._id(mujoco.mjtObj.mjOBJ_SITE, arm.tcp_site)
         self._gripper_act = self._id(mujoco.mjtObj.mjOBJ_ACTUATOR, arm.gripper_actuator)
         self._home = np.array(arm.home, dtype=np.float64)
-        self.controller = OperationalSpaceController(
-            m,
-            config.controller,
-            site_id=self._site,
-            dof_ids=self._dof_ids,
-            qpos_ids=self._qpos_ids,
-            actuator_ids=np.array([self._id(mujoco.mjtObj.mjOBJ_ACTUATOR, a) for a in arm.motors]),
-            rest_posture=self._home,
-        )
+        self._motor_ids = np.array([self._id(mujoco.mjtObj.mjOBJ_ACTUATOR, a) for a in arm.motors])
+        self.controller: ArmController = self._make_controller()
         self.world = World(m, self.data, arm.tcp_site)
         self._clock_base_ns = 0
         self._vel = np.zeros(6)
@@ -169,6 +172,18 @@ class ArmSim:
                 f"the simulation diverged at t = {d.time:.3f} s ({bad} bad position/velocity/acceleration "
                 "warnings); reset the episode"
             )
+
+    def _make_controller(self) -> ArmController:
+        """The torque controller run at every physics step (operational-space impedance by default)."""
+        return OperationalSpaceController(
+            self.model,
+            self.config.controller,
+            site_id=self._site,
+            dof_ids=self._dof_ids,
+            qpos_ids=self._qpos_ids,
+            actuator_ids=self._motor_ids,
+            rest_posture=self._home,
+        )
 
     def _home_start(self) -> TaskStart:
         scratch = mujoco.MjData(self.model)

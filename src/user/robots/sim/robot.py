@@ -1,4 +1,7 @@
-"""`SimFrankaRobot`: the simulated FR3 behind the shared `ArmRobot` (safety filter, hold, e-stop).
+"""`SimFrankaRobot`: a simulated arm behind the shared `ArmRobot` (safety filter, hold, e-stop).
+
+The arm is the FR3 (Cartesian impedance control) unless `SimRobotConfig.arm` names an ARX L5 / X5 (joint
+PD + IK, `arx_sim`); `SimArxRobot` is the same class with an ARX work cell as its default config.
 
 Each `step` commands the filtered target, runs one control period of physics (controller at every
 physics step), hands the new state to the cameras, and in real-time mode sleeps to the period's
@@ -16,41 +19,57 @@ import numpy.typing as npt
 from user.config import setting
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState, NotConnectedError, RobotDescriptor
+from user.robots.pacing import DeadlinePacer, PacingStats
 from user.robots.safety import SafetyConfig
-from user.robots.sim.arm_sim import ArmSimConfig
+from user.robots.sim.arm_sim import ArmSim, ArmSimConfig
+from user.robots.sim.arx_model import arx_model
+from user.robots.sim.arx_sim import ARX_TASK_PARAMS, ARX_VARIANTS, ArxSim
 from user.robots.sim.cameras import CameraConfig, Frame, SimCameras
 from user.robots.sim.franka_model import fr3_model
 from user.robots.sim.franka_sim import FrankaSim
-from user.robots.sim.pacing import DeadlinePacer, PacingStats
+from user.robots.sim.joint_control import JointControlConfig
 from user.tasks.base import ActionScale, Task, TaskState
 from user.tasks.registry import make_task
 
 
 @dataclass(frozen=True)
 class SimRobotConfig:
-    """A simulated Franka FR3 work cell."""
+    """A simulated arm work cell (Franka FR3 by default)."""
 
     robot_id: str = setting("franka_sim", "unique robot name in the deployment")
     site: str = setting("local", "where the robot is (hardware registry)")
+    arm: str = setting("franka", "simulated arm: franka (FR3), arx_l5, arx_x5", choices=("franka", "arx_l5", "arx_x5"))
     task: str = setting("peg_insertion", "task in the scene: peg_insertion, pick_place, button_press; '' = none")
-    task_params: dict[str, Any] = setting({}, "settings of the task's config dataclass")  # noqa: RUF009 - copied
+    task_params: dict[str, Any] = setting(  # noqa: RUF009 - copied
+        {}, "settings of the task's config dataclass; empty on an ARX arm: the ARX layout (arx_sim.ARX_TASK_PARAMS)"
+    )
     realtime: bool = setting(False, "pace every step to the wall clock (true) or run as fast as possible (false)")
     visual: str = setting("lowpoly", "arm meshes to render: lowpoly (fast) or full", choices=("lowpoly", "full"))
     cameras: CameraConfig = setting(CameraConfig(), "simulated cameras")  # noqa: RUF009 - frozen
     sim: ArmSimConfig = setting(ArmSimConfig(), "physics, control rate and controller gains")  # noqa: RUF009
     safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")  # noqa: RUF009
+    joint_control: JointControlConfig = setting(  # noqa: RUF009 - frozen
+        JointControlConfig(), "joint PD + IK settings of the ARX arms (unused for the franka)"
+    )
+
+
+def arx_config(task: str = "button_press", variant: str = "arx_l5", **overrides: Any) -> SimRobotConfig:
+    """A simulated ARX work cell config: `variant` arm_l5 / arx_x5, robot_id "<variant>_sim", ARX task layout."""
+    params: dict[str, Any] = {"robot_id": f"{variant}_sim", "arm": variant, "task": task}
+    params.update(overrides)
+    return SimRobotConfig(**params)
 
 
 class SimFrankaRobot(ArmRobot):
     """A MuJoCo FR3 + hand with a task, cameras, and real-time or fast stepping."""
 
     def __init__(self, config: SimRobotConfig | None = None, task: Task | None = None) -> None:
-        cfg = config or SimRobotConfig()
-        fr3_model(cfg.visual)  # fail at construction if franky-sim is missing
+        cfg = config or self.default_config()
+        model = fr3_model(cfg.visual) if cfg.arm == "franka" else arx_model(ARX_VARIANTS[cfg.arm])  # fail early
         descriptor = RobotDescriptor(
             robot_id=cfg.robot_id,
-            model="franka_fr3_sim",
-            dof=7,
+            model=model.name,
+            dof=model.dof,
             control_rate_hz=cfg.sim.control_rate_hz,
             cameras=cfg.cameras.names,
             site=cfg.site,
@@ -58,13 +77,20 @@ class SimFrankaRobot(ArmRobot):
         super().__init__(descriptor, cfg.safety)
         self.config = cfg
         scale = ActionScale(cfg.safety.max_translation_per_step_m, cfg.safety.max_rotation_per_step_rad)
-        self.task = task if task is not None else (make_task(cfg.task, cfg.task_params, scale) if cfg.task else None)
-        self._sim: FrankaSim | None = None
+        task_params = cfg.task_params
+        if cfg.arm != "franka" and not task_params:
+            task_params = ARX_TASK_PARAMS.get(cfg.task, {})
+        self.task = task if task is not None else (make_task(cfg.task, task_params, scale) if cfg.task else None)
+        self._sim: ArmSim | None = None
         self._cameras: SimCameras | None = None
         self._pacer = DeadlinePacer(1.0 / cfg.sim.control_rate_hz)
 
+    @staticmethod
+    def default_config() -> SimRobotConfig:
+        return SimRobotConfig()
+
     @property
-    def sim(self) -> FrankaSim:
+    def sim(self) -> ArmSim:
         """The physics layer (for tests and tools)."""
         if self._sim is None:
             raise NotConnectedError(f"robot {self.descriptor.robot_id!r} is not connected; call connect() first")
@@ -94,7 +120,12 @@ class SimFrankaRobot(ArmRobot):
     # ---- driver hooks -------------------------------------------------------------------------------
 
     def _connect(self) -> None:
-        sim = FrankaSim(self.task, self.config.sim, self.config.visual)
+        cfg = self.config
+        sim: ArmSim
+        if cfg.arm == "franka":
+            sim = FrankaSim(self.task, cfg.sim, cfg.visual)
+        else:
+            sim = ArxSim(self.task, cfg.sim, cfg.joint_control, ARX_VARIANTS[cfg.arm])
         cameras = SimCameras(sim.model, self.config.cameras)
         cameras.start()
         self._sim, self._cameras = sim, cameras
@@ -126,3 +157,11 @@ class SimFrankaRobot(ArmRobot):
             self._cameras.submit(sim.data, sim.stamp_ns)
         if self.config.realtime:
             self._pacer.wait()
+
+
+class SimArxRobot(SimFrankaRobot):
+    """A simulated ARX L5 (or X5) work cell: `SimFrankaRobot` whose default config is `arx_config()`."""
+
+    @staticmethod
+    def default_config() -> SimRobotConfig:
+        return arx_config()

@@ -1,4 +1,4 @@
-"""Real-time pacing of a simulated control loop, with its jitter measured.
+"""Real-time pacing of a control loop (simulated or real arm), with its jitter measured.
 
 `DeadlinePacer.wait()` sleeps until the next deadline on the monotonic clock (deadline k = start +
 k * period, start = the last `restart()` or else the first `wait()`) and records how late it woke. When

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from user.robots.sim.pacing import DeadlinePacer
+from user.robots.pacing import DeadlinePacer
 
 
 class FakeClock:
