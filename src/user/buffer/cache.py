@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from user.interfaces.domain import Transition
 
@@ -55,6 +56,16 @@ class TransitionCache:
             else:
                 self.hits += 1
             return item
+
+    def get_many(self, indices: Sequence[int]) -> list[Transition | None]:
+        """`get` for a whole batch under one lock acquisition (the sampling hot path)."""
+        with self._lock:
+            lookup = self._items.get
+            found = [lookup(int(i)) for i in indices]
+        hits = sum(item is not None for item in found)
+        self.hits += hits
+        self.misses += len(found) - hits
+        return found
 
     def __contains__(self, index: object) -> bool:
         with self._lock:

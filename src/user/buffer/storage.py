@@ -78,8 +78,10 @@ class DiskStorage:
 
     def get(self, indices: Sequence[int]) -> list[Transition]:
         """Transitions `indices` (any order, repeats allowed); misses are read from disk in file order."""
+        out = self.cache.get_many(indices)
+        if all(t is not None for t in out):
+            return out  # type: ignore[return-value]  # all hits: no misses to read
         view = self.columns.view()
-        out: list[Transition | None] = [self.cache.get(int(i)) for i in indices]
         missing = sorted({int(indices[k]) for k, t in enumerate(out) if t is None}, key=view.position)
         loaded = {i: self.read(i, view) for i in missing}
         return [t if t is not None else loaded[int(indices[k])] for k, t in enumerate(out)]
