@@ -3,7 +3,8 @@
 `true` stops at once (from the bus thread: the arm's e-stop latch is a flag the control loop checks each
 step). `false` asks to clear; the clear is carried out by the control loop (`apply_pending`), because
 clearing re-reads the arm's state and only the control loop may touch the device. The subscription is
-latched, so a robot node that starts after the stop was published starts stopped.
+latched: publish the e-stop state with a latched publisher (QoS LATCHED / transient local), and a robot node
+that starts after the stop was published starts stopped.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from test.conftest import wait_until
+from user.bus.base import LATCHED
 from user.bus.zenoh_bus import ZenohBus
 from user.node.node import Node
 from user.robots.estop import EStopTopic
@@ -63,7 +64,7 @@ def test_estop_topic_latches_until_cleared(
     node = Node(make_bus("robot_node"))
     estop = EStopTopic(node, robot, topic)
     operator = Node(make_bus("operator"))
-    pub = operator.create_publisher(topic, "std_msgs/msg/Bool")
+    pub = operator.create_publisher(topic, "std_msgs/msg/Bool", LATCHED)  # an e-stop button publishes latched
     bool_msg = operator.codec.msg_class("std_msgs/msg/Bool")
 
     pub.publish(bool_msg(data=True))
