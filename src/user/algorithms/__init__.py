@@ -1,0 +1,24 @@
+"""Algorithms: what only the learner holds (`update(batch) -> TrainingStats`, checkpoint state)."""
+
+from user.algorithms.base import Algorithm, AlgorithmError, TorchBatch, TrainingStats, to_torch
+from user.algorithms.bc import BC, BCConfig
+from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig, InterventionGate
+from user.algorithms.rlpd import RLPD, RLPDConfig
+from user.algorithms.sac import SAC, SACConfig
+
+__all__ = [
+    "BC",
+    "RLPD",
+    "SAC",
+    "Algorithm",
+    "AlgorithmError",
+    "BCConfig",
+    "HGDagger",
+    "HGDaggerConfig",
+    "InterventionGate",
+    "RLPDConfig",
+    "SACConfig",
+    "TorchBatch",
+    "TrainingStats",
+    "to_torch",
+]

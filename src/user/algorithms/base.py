@@ -1,0 +1,111 @@
+"""What only the learner holds: the `Algorithm` interface, typed torch batches, stats and checkpoints."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from user.buffer.batch import TransitionBatch
+from user.policies.base import Policy, TensorObs
+
+
+class AlgorithmError(ValueError):
+    """An algorithm was given a batch or checkpoint that does not fit it."""
+
+
+@dataclass(frozen=True)
+class TrainingStats:
+    """What one `update` did: the update counter after it, loss values and diagnostics (floats, for logs)."""
+
+    updates: int  # gradient steps of the algorithm so far (critic steps for actor-critic methods)
+    losses: Mapping[str, float] = field(default_factory=dict)  # loss name -> value
+    info: Mapping[str, float] = field(default_factory=dict)  # diagnostics: q values, entropy, temperature ...
+
+
+@dataclass(frozen=True)
+class TorchBatch:
+    """A `TransitionBatch` preprocessed by the policy, as torch tensors."""
+
+    obs: TensorObs  # B observations
+    action: torch.Tensor  # (B, A) float32 in [-1, 1]
+    reward: torch.Tensor  # (B,) float32
+    next_obs: TensorObs  # B next observations
+    terminated: torch.Tensor  # (B,) float32: 1 = no bootstrapping from next_obs
+    is_demo: torch.Tensor  # (B,) bool
+    intervened: torch.Tensor  # (B,) bool
+
+    def __len__(self) -> int:
+        return int(self.action.shape[0])
+
+    def select(self, rows: torch.Tensor) -> TorchBatch:
+        """The sub-batch at `rows` (indices or boolean mask)."""
+        return TorchBatch(
+            obs=TensorObs(self.obs.state[rows], {k: v[rows] for k, v in self.obs.images.items()}),
+            action=self.action[rows],
+            reward=self.reward[rows],
+            next_obs=TensorObs(self.next_obs.state[rows], {k: v[rows] for k, v in self.next_obs.images.items()}),
+            terminated=self.terminated[rows],
+            is_demo=self.is_demo[rows],
+            intervened=self.intervened[rows],
+        )
+
+
+def to_torch(batch: TransitionBatch, policy: Policy) -> TorchBatch:
+    """Preprocess a buffer batch with the policy's observation config; shapes are checked."""
+    n = len(batch)
+    if batch.action.shape != (n, policy.action_dim):
+        raise AlgorithmError(f"batch actions have shape {batch.action.shape}, the policy acts in {policy.action_dim}")
+    out = TorchBatch(
+        obs=policy.preprocess(batch.state, batch.images),
+        action=torch.as_tensor(np.asarray(batch.action, dtype=np.float32)),
+        reward=torch.as_tensor(np.asarray(batch.reward, dtype=np.float32)),
+        next_obs=policy.preprocess(batch.next_state, batch.next_images),
+        terminated=torch.as_tensor(np.asarray(batch.terminated, dtype=np.float32)),
+        is_demo=torch.as_tensor(np.asarray(batch.is_demo, dtype=bool)),
+        intervened=torch.as_tensor(np.asarray(batch.intervened, dtype=bool)),
+    )
+    assert out.reward.shape == (n,) and out.terminated.shape == (n,)
+    return out
+
+
+def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """target <- (1 - tau) target + tau source, parameter by parameter."""
+    with torch.no_grad():
+        for t, s in zip(target.parameters(), source.parameters(), strict=True):
+            t.lerp_(s, tau)
+
+
+def grad_norm(params: Iterable[nn.Parameter]) -> float:
+    norms = [p.grad.detach().norm() for p in params if p.grad is not None]
+    return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+
+
+class Algorithm(ABC):
+    """A learner-side algorithm around a policy: `update(batch) -> TrainingStats`, checkpoint state."""
+
+    policy: Policy
+
+    @abstractmethod
+    def update(self, batch: TransitionBatch) -> TrainingStats:
+        """One training step on a buffer batch (may be several gradient steps, e.g. UTD > 1)."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume bit-exactly: modules, optimisers, counters (tensors and plain values)."""
+
+    @abstractmethod
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
+
+    def save(self, path: str | Path) -> None:
+        torch.save(self.state_dict(), Path(path))
+
+    def load(self, path: str | Path) -> None:
+        self.load_state_dict(torch.load(Path(path), weights_only=True))

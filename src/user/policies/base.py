@@ -1,0 +1,167 @@
+"""What a robot site runs: `Policy.act(obs) -> action`, weights in and out as one flat buffer, a version.
+
+A policy owns one `actor` module (everything that acts) and its observation preprocessing. Its parameters
+live in ONE contiguous buffer (`FlatParameters`), so publishing weights is a single copy and applying them
+is a single `copy_`. The learner-side algorithm trains the same `actor` parameters through the torch-level
+methods of the concrete policy classes; only the algorithm holds critics, targets and optimisers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import nn
+
+
+class PolicyError(ValueError):
+    """A policy was given weights or observations that do not fit it."""
+
+
+@dataclass(frozen=True)
+class PolicyInput:
+    """One observation as a robot site has it (numpy)."""
+
+    state: npt.NDArray[np.float32]  # (S,) proprioception and task inputs
+    images: Mapping[str, npt.NDArray[np.uint8]] = field(default_factory=dict)  # camera -> (H, W, 3) uint8
+
+
+@dataclass(frozen=True)
+class TensorObs:
+    """A batch of preprocessed observations (torch), what actor and critic modules consume."""
+
+    state: torch.Tensor  # (B, S) float32, normalised
+    images: dict[str, torch.Tensor] = field(default_factory=dict)  # camera -> (B, 3, H, W) float32, normalised
+
+    def __len__(self) -> int:
+        return int(self.state.shape[0])
+
+    def with_images(self, images: dict[str, torch.Tensor]) -> TensorObs:
+        return TensorObs(self.state, images)
+
+
+@dataclass(frozen=True)
+class WeightSpec:
+    """Layout of a flat weight buffer: parameter names and shapes in order."""
+
+    names: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+
+    @property
+    def numel(self) -> int:
+        return sum(int(np.prod(s, dtype=np.int64)) for s in self.shapes)
+
+
+@dataclass(frozen=True)
+class FlatWeights:
+    """All actor parameters in one contiguous 1-D tensor, with its layout and the policy version."""
+
+    data: torch.Tensor  # (numel,) contiguous, any float dtype (cast back on load)
+    spec: WeightSpec
+    version: int
+
+
+class FlatParameters:
+    """Re-homes every parameter of `module` into one contiguous buffer (parameters become views of it).
+
+    Optimisers work unchanged (they update the views in place). Move the module to its device BEFORE
+    building this; moving afterwards would break the views.
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        params = list(module.named_parameters())
+        if not params:
+            raise PolicyError("a policy needs at least one parameter")
+        dtype, device = params[0][1].dtype, params[0][1].device
+        total = sum(p.numel() for _, p in params)
+        self.buffer = torch.empty(total, dtype=dtype, device=device)
+        offset = 0
+        for _, p in params:
+            n = p.numel()
+            self.buffer[offset : offset + n].copy_(p.detach().reshape(-1))
+            p.data = self.buffer[offset : offset + n].view_as(p)
+            offset += n
+        self.spec = WeightSpec(tuple(n for n, _ in params), tuple(tuple(p.shape) for _, p in params))
+        self._params = [p for _, p in params]
+
+    def intact(self) -> bool:
+        """Whether every parameter is still a view of the buffer (false after e.g. `module.to(other)`)."""
+        base = self.buffer.data_ptr()
+        end = base + self.buffer.numel() * self.buffer.element_size()
+        return all(base <= p.data_ptr() < end for p in self._params)
+
+
+class Encoder(nn.Module):
+    """Observation encoder: TensorObs -> (B, out_features)."""
+
+    out_features: int
+
+    def forward(self, obs: TensorObs) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class Policy(ABC):
+    """Base of every policy: preprocessing + one actor module + flat weights + version."""
+
+    def __init__(self, actor: nn.Module, action_dim: int) -> None:
+        self.actor = actor
+        self.action_dim = action_dim
+        self.version = 0
+        self._flat = FlatParameters(actor)
+
+    # ---- what a subclass provides ---------------------------------------------------------------
+
+    @abstractmethod
+    def preprocess(self, state: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> TensorObs:
+        """Batch of raw observations (state (B, S), images camera -> (B, H, W, 3) uint8) -> `TensorObs`."""
+
+    @abstractmethod
+    def act_tensor(self, obs: TensorObs, *, deterministic: bool) -> torch.Tensor:
+        """(B, A) actions in [-1, 1] for a preprocessed batch (no gradient needed)."""
+
+    @abstractmethod
+    def encoder(self) -> Encoder:
+        """A fresh observation encoder (TensorObs -> (B, F)) of this policy's kind, for a critic."""
+
+    # ---- what a robot site calls ----------------------------------------------------------------
+
+    def act(self, obs: PolicyInput, *, deterministic: bool = False) -> npt.NDArray[np.float32]:
+        """One action (A,) in [-1, 1] for one observation."""
+        state = np.asarray(obs.state, dtype=np.float32)[None]
+        images = {k: np.asarray(v)[None] for k, v in obs.images.items()}
+        with torch.no_grad():
+            action = self.act_tensor(self.preprocess(state, images), deterministic=deterministic)
+        if tuple(action.shape) != (1, self.action_dim):
+            raise PolicyError(f"policy produced shape {tuple(action.shape)}, expected (1, {self.action_dim})")
+        out: npt.NDArray[np.float32] = action[0].detach().cpu().numpy().astype(np.float32)
+        return out
+
+    def reset(self) -> None:  # noqa: B027 - optional hook, most policies keep no state
+        """Called at an episode boundary (policies with internal state, e.g. action chunks, clear it)."""
+
+    @property
+    def weight_spec(self) -> WeightSpec:
+        return self._flat.spec
+
+    def get_weights(self, dtype: torch.dtype | None = None) -> FlatWeights:
+        """A copy of all actor parameters as one flat tensor (optionally cast, e.g. to bfloat16 for sending)."""
+        if not self._flat.intact():
+            raise PolicyError("actor parameters were moved off the flat buffer (module moved after construction?)")
+        data = self._flat.buffer.detach().to(dtype=dtype or self._flat.buffer.dtype, copy=True)
+        return FlatWeights(data, self._flat.spec, self.version)
+
+    def load_weights(self, weights: FlatWeights) -> None:
+        """Apply weights from `get_weights` of a policy of the same layout; adopts their version."""
+        if weights.spec != self._flat.spec:
+            raise PolicyError("weights do not fit this policy: parameter names or shapes differ")
+        if tuple(weights.data.shape) != (self._flat.spec.numel,):
+            raise PolicyError(
+                f"flat weights have shape {tuple(weights.data.shape)}, expected ({self._flat.spec.numel},)"
+            )
+        with torch.no_grad():
+            self._flat.buffer.copy_(weights.data)
+        self.version = weights.version
