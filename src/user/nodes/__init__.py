@@ -12,6 +12,10 @@ KINDS: dict[str, str] = {
     "talker": "user.nodes.demo:Talker",
     "listener": "user.nodes.demo:Listener",
     "hardware_announcer": "user.nodes.hardware:HardwareAnnouncer",
+    "robot": "user.nodes.robot:RobotNode",
+    "expert": "user.nodes.expert:ExpertNode",
+    "teleop": "user.nodes.teleop:TeleopNode",
+    "pedal": "user.nodes.pedal:PedalNode",
 }
 
 

@@ -1,0 +1,92 @@
+"""`expert` node: a task's scripted expert as a stand-in policy (or as a scripted "human" for tests).
+
+It answers every observation of one robot with `Task.scripted_expert`, tagged with the observation's
+episode and step. The expert decides from privileged simulator state (object poses, button positions)
+that a camera policy never sees, so the robot node must run with `privileged_state: true`, which appends
+the full task state to the observation's `state` under `task/...` names (see
+`user.robot_loop.privileged`). Without it the expert logs one clear error and stays silent.
+
+`role: human` publishes on the robot's intervention topic instead (intervened, source HUMAN), only for the
+observation steps listed in `steps`: a deterministic stand-in for an operator in intervention tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from user.bus.base import BEST_EFFORT, RELIABLE, Bus
+from user.config.strict import ConfigError, setting
+from user.interfaces.domain import Action, action_to_msg, observation_from_msg
+from user.node.node import Node
+from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
+from user.robot_loop.privileged import PrivilegedStateError, arm_and_task_state
+from user.robots.safety import SafetyConfig
+from user.tasks.base import ActionScale, TaskError
+from user.tasks.registry import make_task
+
+
+@dataclass
+class ExpertParams:
+    robot_id: str = setting("franka_sim", "robot to act for; topics default to /<robot_id>/...")
+    task: str = setting("peg_insertion", "task whose scripted expert acts (must match the robot's)")
+    task_params: dict[str, Any] = setting({}, "settings of the task's config (as on the robot)")  # noqa: RUF009
+    role: Literal["policy", "human"] = setting("policy", "policy: publish actions; human: publish interventions")
+    steps: list[int] = setting([], "role human: only answer observations of these steps (empty: all)")  # noqa: RUF009
+    policy_version: int = setting(0, "policy version written into the actions", min=0)
+    namespace: str = setting("", "topic prefix; empty = /<robot_id>")
+
+
+class ExpertNode(Node):
+    """Observation in, scripted action out; stateless, so any observation can be answered."""
+
+    Params = ExpertParams
+
+    def __init__(self, bus: Bus) -> None:
+        super().__init__(bus)
+        p = self.params = self.declare_parameters(ExpertParams)
+        safety = SafetyConfig()  # the robot's default limits: the expert's unit action must match them
+        try:
+            self.task = make_task(
+                p.task, p.task_params, ActionScale(safety.max_translation_per_step_m, safety.max_rotation_per_step_rad)
+            )
+        except TaskError as exc:
+            raise ConfigError(str(exc)) from exc
+        ns = p.namespace or f"/{p.robot_id}"
+        out = f"{ns}/intervention" if p.role == "human" else f"{ns}/action"
+        self._steps = set(p.steps)
+        self._pub = self.create_publisher(out, "user/msg/Action", RELIABLE)
+        self.create_subscription(f"{ns}/observation", "user/msg/Observation", self._on_observation, BEST_EFFORT)
+        self.answered = 0
+        self._warned = False
+
+    def _on_observation(self, msg: Any) -> None:
+        obs = observation_from_msg(msg)
+        if self._steps and obs.step not in self._steps:
+            return
+        if obs.task != self.params.task:
+            self._warn_once(f"observation is for task {obs.task!r}, this expert knows {self.params.task!r}")
+            return
+        try:
+            arm, state = arm_and_task_state(obs.state, obs.state_names)
+        except PrivilegedStateError as exc:
+            self._warn_once(str(exc))
+            return
+        human = self.params.role == "human"
+        action = Action(
+            robot_id=obs.robot_id,
+            episode_id=obs.episode_id,
+            step=obs.step,
+            data=self.task.scripted_expert(arm, state),
+            stamp_ns=obs.stamp_ns,
+            intervened=human,
+            source=SOURCE_HUMAN if human else SOURCE_SCRIPTED,
+            policy_version=self.params.policy_version,
+        )
+        self._pub.publish(action_to_msg(action, self.codec))
+        self.answered += 1
+
+    def _warn_once(self, message: str) -> None:
+        if not self._warned:
+            self.log.error("cannot act: %s", message)
+            self._warned = True

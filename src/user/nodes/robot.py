@@ -1,0 +1,267 @@
+"""`robot` node: one per robot. Runs the control loop and publishes what it sees and does.
+
+Topics (prefix `namespace`, default `/<robot_id>`):
+
+- `observation` (user/msg/Observation, BEST_EFFORT depth 1): a sensor stream where only the newest matters;
+  a dropped one costs the policy one period, never a stall (the loop holds and republishes), and
+  observations reach the learner reliably inside `transitions` anyway. Images inside it make blocking
+  congestion control the wrong choice on a busy link.
+- `action`, `intervention` (user/msg/Action, subscribed): policy actions and human overrides;
+- `transitions` (user/msg/Transition, RELIABLE): must arrive; `episode_events` (user/msg/EpisodeEvent, RELIABLE);
+- `joint_states` (sensor_msgs/JointState), `<camera>/image/compressed` (sensor_msgs/CompressedImage), BEST_EFFORT;
+- `reset` service (user/srv/Reset); `/estop` (std_msgs/Bool, latched) for arms.
+
+The loop runs on its own thread, not a bus timer: bus timers run under the callback lock, and a control
+period blocks (the driver paces to the period's deadline, or in fast mode the loop waits for the policy's
+action for this very step), which would stall every subscription. Bus callbacks only hand data over
+(`ActionGate.feed_*`, a reset request) and never touch the robot.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from user.bus.base import BEST_EFFORT, RELIABLE, Bus
+from user.config.strict import ConfigError, setting
+from user.hardware.announce import Announcer
+from user.hardware.descriptor import ResourceDescriptor
+from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
+from user.interfaces.stamps import header
+from user.node.node import Node
+from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
+from user.robot_loop.drivers import DriverError, DriverSpec, build_driver
+from user.robot_loop.events import EpisodeEvent
+from user.robot_loop.observe import ObserverConfig
+from user.robots.arm import ArmRobot
+from user.robots.estop import ESTOP_TOPIC, EStopTopic
+from user.robots.pacing import DeadlinePacer
+
+JOIN_TIMEOUT_S = 3.0
+
+
+@dataclass
+class RobotNodeParams:
+    robot_id: str = setting("franka_sim", "unique robot name in the deployment; topics default to /<robot_id>/...")
+    driver: Literal["sim_franka", "sim_arx", "gym"] = setting("sim_franka", "robot driver: sim_franka, sim_arx, gym")
+    gym_env: str = setting("", "driver gym: the gymnasium env id, e.g. Pendulum-v1")
+    task: str = setting("peg_insertion", "sim drivers: task (peg_insertion, pick_place, button_press)")
+    task_params: dict[str, Any] = setting({}, "sim drivers: settings of the task's config")  # noqa: RUF009 - copied
+    site: str = setting("local", "where the robot is (hardware registry)")
+    control_rate_hz: float = setting(10.0, "control rate, Hz", min=0.1, max=1000.0)
+    realtime: bool = setting(True, "true: pace to the control rate; false (sim only): lockstep with the policy")
+    cameras: bool = setting(False, "sim drivers: render the scene cameras into observations and image topics")
+    jpeg_quality: int = setting(90, "JPEG quality of camera images", min=1, max=100)
+    privileged_state: bool = setting(False, "sim only: add the full task state to observations (scripted expert)")
+    max_steps: int = setting(0, "episode length limit, steps; 0 = the task's own", min=0)
+    seed: int = setting(0, "episode n resets with seed + n; -1 = unseeded", min=-1)
+    first_episode_id: int = setting(0, "id of the first episode (ids increase by one per episode)", min=0)
+    auto_reset: bool = setting(True, "start the next episode as soon as one ends (else wait for the reset service)")
+    action_timeout_s: float = setting(1.0, "fast mode: longest wait for the policy's action for a step, s", min=0.001)
+    intervention_deadline_s: float = setting(0.25, "a human action overrides the policy for this long, s", min=0.001)
+    reset_timeout_s: float = setting(10.0, "reset service: longest wait for the control loop to reset, s", min=0.1)
+    namespace: str = setting("", "topic prefix; empty = /<robot_id>")
+    estop_topic: str = setting(ESTOP_TOPIC, "e-stop topic (std_msgs/Bool, latched); arms only")
+
+    def __post_init__(self) -> None:
+        if self.namespace and not self.namespace.startswith("/"):
+            raise ConfigError(f"namespace must start with '/', got {self.namespace!r}")
+
+
+class RobotNode(Node):
+    """Owns one robot: a control thread drives `ControlLoop`; bus callbacks only feed it."""
+
+    Params = RobotNodeParams
+
+    def __init__(self, bus: Bus) -> None:
+        super().__init__(bus)
+        p = self.params = self.declare_parameters(RobotNodeParams)
+        ns = p.namespace or f"/{p.robot_id}"
+        try:
+            bundle = build_driver(self._spec())
+        except DriverError as exc:
+            raise ConfigError(str(exc)) from exc
+        self.robot = bundle.robot
+        period = 1.0 / p.control_rate_hz
+        deadline = period if p.realtime else p.action_timeout_s
+        self.gate = ActionGate(deadline, p.intervention_deadline_s, lockstep=not p.realtime)
+        observer = Observer(
+            ObserverConfig(p.robot_id, bundle.task, self.robot.descriptor.embodiment_id, p.jpeg_quality),
+            bundle.extras,
+            bundle.privileged,
+            bundle.frames,
+        )
+        seed = None if p.seed < 0 else p.seed
+        self.loop = ControlLoop(
+            self.robot, bundle.scorer, observer, self.gate, seed=seed, first_episode_id=p.first_episode_id
+        )
+        self._wait_s = min(p.action_timeout_s, 0.5 * period) if p.realtime else p.action_timeout_s
+        self._pacer = DeadlinePacer(period) if p.realtime and p.driver == "gym" else None
+        self.robot.connect()
+        self._pub_obs = self.create_publisher(f"{ns}/observation", "user/msg/Observation", BEST_EFFORT)
+        self._pub_transition = self.create_publisher(f"{ns}/transitions", "user/msg/Transition", RELIABLE)
+        self._pub_event = self.create_publisher(f"{ns}/episode_events", "user/msg/EpisodeEvent", RELIABLE)
+        self._pub_joints = self.create_publisher(f"{ns}/joint_states", "sensor_msgs/msg/JointState", BEST_EFFORT)
+        self._pub_images = {
+            cam: self.create_publisher(f"{ns}/{cam}/image/compressed", "sensor_msgs/msg/CompressedImage", BEST_EFFORT)
+            for cam in (self.robot.descriptor.cameras if p.cameras else ())
+        }
+        self.create_subscription(f"{ns}/action", "user/msg/Action", self._on_action)
+        self.create_subscription(f"{ns}/intervention", "user/msg/Action", self._on_intervention)
+        arm = self.robot if isinstance(self.robot, ArmRobot) else None
+        self._estop = EStopTopic(self, arm, p.estop_topic) if arm is not None else None
+        self._reset_request: int | None = None  # seed, -1 = none; guarded by _lock
+        self._reset_done = threading.Condition()
+        self._resets_served = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.create_service(f"{ns}/reset", "user/srv/Reset", self._on_reset)
+        self.announcer = Announcer(self, self._descriptor())
+        self.failed: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"{p.robot_id}-control", daemon=True)
+        self._thread.start()
+
+    def _spec(self) -> DriverSpec:
+        p = self.params
+        return DriverSpec(
+            p.driver, p.robot_id, p.site, p.task, p.task_params, p.gym_env, p.control_rate_hz, p.realtime,
+            p.cameras, p.privileged_state, p.max_steps,
+        )  # fmt: skip
+
+    def _descriptor(self) -> ResourceDescriptor:
+        d = self.robot.descriptor
+        return ResourceDescriptor(
+            resource_id=d.robot_id,
+            kind="robot",
+            model=d.model,
+            site=d.site,
+            dof=d.dof,
+            control_rate_hz=self.params.control_rate_hz,
+            cameras=d.cameras if self.params.cameras else (),
+            properties={"task": self.loop.observer.config.task, "node": self.name},
+        )
+
+    # ---- bus callbacks: hand over, never block ---------------------------------------------------
+
+    def _on_action(self, msg: Any) -> None:
+        self.gate.feed_policy(action_from_msg(msg))
+
+    def _on_intervention(self, msg: Any) -> None:
+        self.gate.feed_intervention(action_from_msg(msg))
+
+    def _on_reset(self, request: Any) -> Any:
+        if request.robot_id and request.robot_id != self.params.robot_id:
+            return self._reset_response(False, f"this is robot {self.params.robot_id!r}, not {request.robot_id!r}")
+        with self._reset_done:
+            served = self._resets_served
+            with self._lock:
+                self._reset_request = int(request.seed)
+            self.gate.wake()
+            done = self._reset_done.wait_for(lambda: self._resets_served > served, self.params.reset_timeout_s)
+        obs = self.loop.observation
+        if not done or obs is None:
+            return self._reset_response(False, f"reset did not complete within {self.params.reset_timeout_s} s")
+        return self._reset_response(True, f"episode {obs.episode_id}", obs)
+
+    def _reset_response(self, success: bool, message: str, obs: Observation | None = None) -> Any:
+        if obs is None:
+            obs = Observation(self.params.robot_id, "", 0, 0, np.zeros(0, np.float32), 0)
+        if not success:
+            self.log.warning("reset refused: %s", message)
+        return self.codec.msg_class("user/srv/Reset_Response")(
+            success=success, message=message, observation=observation_to_msg(obs, self.codec)
+        )
+
+    # ---- control thread --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._reset(None)
+            while not self._stop.is_set():
+                self._period()
+        except Exception as exc:
+            self.failed = exc
+            self.log.exception("control loop stopped: %s", exc)
+
+    def _period(self) -> None:
+        with self._lock:
+            request, self._reset_request = self._reset_request, None
+        if request is not None:
+            self._reset(None if request < 0 else request, use_default_seed=False)
+            with self._reset_done:
+                self._resets_served += 1
+                self._reset_done.notify_all()
+            return
+        if not self.loop.in_episode:
+            if self.params.auto_reset:
+                self._reset(None)
+            else:
+                self._stop.wait(0.05)  # idle until the reset service asks; checked again each 50 ms
+            return
+        if self._estop is not None:
+            self._estop.apply_pending()
+        obs = self.loop.observation
+        if obs is not None:  # fast mode: lockstep with the policy; real time: at most half a period
+            self.gate.wait_for_policy(obs.episode_id, obs.step, self._wait_s)
+        if self._stop.is_set():
+            return
+        self._publish(self.loop.tick())
+        if self._pacer is not None:
+            self._pacer.wait()
+
+    def _reset(self, seed: int | None, use_default_seed: bool = True) -> None:
+        obs, events = self.loop.reset(seed, use_default_seed=use_default_seed)
+        if self._pacer is not None:
+            self._pacer.restart()
+        self._publish_events(events)
+        self._pub_obs.publish(observation_to_msg(obs, self.codec))
+
+    def _publish(self, result: TickResult) -> None:
+        if result.transition is not None:
+            self._pub_transition.publish(transition_to_msg(result.transition, self.codec))
+        if result.ended is not None:
+            self._publish_events([result.ended])
+        if result.ended is None or not self.params.auto_reset:
+            self._pub_obs.publish(observation_to_msg(result.observation, self.codec))
+        self._publish_joints()
+        for img in result.observation.images:
+            pub = self._pub_images.get(img.camera)
+            if pub is not None:
+                pub.publish(self._compressed(img.camera, img.format, img.data, img.stamp_ns))
+
+    def _publish_events(self, events: list[EpisodeEvent]) -> None:
+        for event in events:
+            self._pub_event.publish(episode_event_to_msg(event, self.codec))
+
+    def _publish_joints(self) -> None:
+        state = self.robot.state()
+        q = np.asarray(state.joint_positions, dtype=np.float64)
+        self._pub_joints.publish(
+            self.codec.msg_class("sensor_msgs/msg/JointState")(
+                header=header(time.time_ns(), "base", self.codec),
+                name=[f"joint{i + 1}" for i in range(q.size)],
+                position=q,
+                velocity=np.asarray(state.joint_velocities, dtype=np.float64),
+                effort=np.zeros(0, np.float64),
+            )
+        )
+
+    def _compressed(self, camera: str, fmt: str, data: bytes, stamp_ns: int) -> Any:
+        return self.codec.msg_class("sensor_msgs/msg/CompressedImage")(
+            header=header(stamp_ns, camera, self.codec), format=fmt, data=np.frombuffer(data, dtype=np.uint8)
+        )
+
+    def destroy(self) -> None:
+        self._stop.set()
+        self.gate.wake()
+        self._thread.join(JOIN_TIMEOUT_S)
+        if self._thread.is_alive():
+            self.log.error("control thread did not stop within %.1f s", JOIN_TIMEOUT_S)
+        self.announcer.close()
+        if self._estop is not None:
+            self._estop.close()
+        self.robot.close()

@@ -1,0 +1,76 @@
+"""`teleop` node: a human's device -> interventions on `/<robot_id>/intervention` (user/msg/Action).
+
+Each message is flagged intervened with source HUMAN. Deadman: nothing is published while the operator is
+idle, so the robot node's intervention deadline hands control back to the policy by itself. Devices:
+`spacemouse` (pyspacemouse) and `scripted` (a fixed action for a time window, for tests and demos).
+A keyboard device will need a display-free key source (evdev), like the pedal node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from user.bus.base import RELIABLE, Bus
+from user.config.strict import ConfigError, setting
+from user.interfaces.domain import Action, action_to_msg
+from user.interfaces.stamps import now_ns
+from user.node.node import Node
+from user.robot_loop.devices import DeviceError, ScriptedTeleop, SpaceMouseTeleop, TeleopDevice
+from user.robot_loop.gate import SOURCE_HUMAN
+
+
+@dataclass
+class TeleopParams:
+    robot_id: str = setting("franka_sim", "robot to intervene on; topic default /<robot_id>/intervention")
+    device: Literal["spacemouse", "scripted"] = setting("spacemouse", "input device: spacemouse or scripted")
+    rate_hz: float = setting(50.0, "device polling (and publishing, while active) rate, Hz", min=1.0, max=1000.0)
+    deadzone: float = setting(0.05, "spacemouse: axis values below this count as idle", min=0.0, max=1.0)
+    scripted_action: list[float] = setting([0.0] * 6 + [-1.0], "scripted: the action to send")  # noqa: RUF009
+    scripted_start_s: float = setting(1.0, "scripted: active from this many seconds after start", min=0.0)
+    scripted_duration_s: float = setting(1.0, "scripted: active for this long, s", min=0.0)
+    topic: str = setting("", "intervention topic; empty = /<robot_id>/intervention")
+
+
+class TeleopNode(Node):
+    """Polls the device on a timer; publishes only while the operator is active."""
+
+    Params = TeleopParams
+
+    def __init__(self, bus: Bus, device: TeleopDevice | None = None) -> None:
+        super().__init__(bus)
+        p = self.params = self.declare_parameters(TeleopParams)
+        try:
+            self.device = device or self._open(p)
+        except DeviceError as exc:
+            raise ConfigError(str(exc)) from exc
+        self._pub = self.create_publisher(p.topic or f"/{p.robot_id}/intervention", "user/msg/Action", RELIABLE)
+        self.published = 0
+        self._active = False
+        self.create_timer(1.0 / p.rate_hz, self._tick)
+
+    @staticmethod
+    def _open(p: TeleopParams) -> TeleopDevice:
+        if p.device == "scripted":
+            return ScriptedTeleop(p.scripted_action, p.scripted_start_s, p.scripted_duration_s)
+        return SpaceMouseTeleop(p.deadzone)
+
+    def _tick(self) -> None:
+        try:
+            action = self.device.read()
+        except DeviceError as exc:
+            self.log.error("%s", exc)
+            action = None
+        if (action is not None) != self._active:
+            self._active = action is not None
+            self.log.info("operator %s", "took over" if self._active else "released")
+        if action is None:
+            return
+        msg = Action(self.params.robot_id, 0, 0, np.asarray(action, np.float32), now_ns(), True, SOURCE_HUMAN)
+        self._pub.publish(action_to_msg(msg, self.codec))
+        self.published += 1
+
+    def destroy(self) -> None:
+        self.device.close()

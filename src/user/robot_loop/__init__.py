@@ -1,0 +1,31 @@
+"""The ROS-free core of the robot node: action gating, observations, episodes and transitions.
+
+`ActionGate` picks each period's action (a fresh human intervention overrides the policy), `Observer`
+turns the robot's state into an `Observation`, a `Scorer` says reward / success / done, and `ControlLoop`
+ties them into episodes: it resets, steps, assembles `Transition`s and emits `EpisodeEvent`s. The robot
+node (`user.nodes.robot`) only moves these objects on and off the bus.
+"""
+
+from user.robot_loop.episode import ControlLoop, TickResult
+from user.robot_loop.events import EpisodeEvent, EpisodeKind, episode_event_to_msg
+from user.robot_loop.gate import ActionGate, GatedAction
+from user.robot_loop.observe import Observer
+from user.robot_loop.privileged import PrivilegedStateError, arm_and_task_state
+from user.robot_loop.scoring import GymScorer, Score, Scorer, TaskScorer
+
+__all__ = [
+    "ActionGate",
+    "ControlLoop",
+    "EpisodeEvent",
+    "EpisodeKind",
+    "GatedAction",
+    "GymScorer",
+    "Observer",
+    "PrivilegedStateError",
+    "Score",
+    "Scorer",
+    "TaskScorer",
+    "TickResult",
+    "arm_and_task_state",
+    "episode_event_to_msg",
+]

@@ -1,0 +1,149 @@
+"""Human input devices (ROS-free): teleoperation devices and foot pedals, each with a scripted stand-in.
+
+Hardware libraries are imported only when a real device is opened, with an error naming the pip package
+(and the device path) when they are missing, so nodes that use the scripted devices need neither.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+F32 = npt.NDArray[np.float32]
+
+
+class DeviceError(RuntimeError):
+    """A human input device could not be opened or read."""
+
+
+class TeleopDevice(Protocol):
+    """A device a human moves the robot with."""
+
+    def read(self) -> F32 | None:
+        """The operator's action now (normalised 7-D arm action), or None while they are idle (deadman)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ScriptedTeleop:
+    """Acts with a fixed action from `start_s` to `start_s + duration_s` after creation, idle otherwise."""
+
+    def __init__(
+        self, action: Sequence[float], start_s: float, duration_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._action = np.asarray(action, dtype=np.float32)
+        self._clock = clock
+        self._start = clock() + start_s
+        self._end = self._start + duration_s
+
+    def read(self) -> F32 | None:
+        return self._action.copy() if self._start <= self._clock() < self._end else None
+
+    def close(self) -> None:
+        pass
+
+
+class SpaceMouseTeleop:
+    """3Dconnexion SpaceMouse through pyspacemouse: six axes -> motion; left button closes, right opens."""
+
+    def __init__(self, deadzone: float = 0.05) -> None:
+        try:
+            import pyspacemouse
+        except ImportError as exc:
+            raise DeviceError("the SpaceMouse needs the pyspacemouse package: pip install pyspacemouse") from exc
+        self._lib: Any = pyspacemouse
+        if not pyspacemouse.open():
+            raise DeviceError("no SpaceMouse found (is it plugged in, and is /dev/hidraw* readable by this user?)")
+        self._deadzone = deadzone
+        self._gripper = 1.0
+
+    def read(self) -> F32 | None:
+        s = self._lib.read()
+        motion = np.array([s.y, -s.x, s.z, -s.roll, -s.pitch, -s.yaw], dtype=np.float32)
+        motion[np.abs(motion) < self._deadzone] = 0.0
+        buttons = list(getattr(s, "buttons", []))
+        pressed = any(buttons)
+        if buttons and buttons[0]:
+            self._gripper = -1.0
+        elif len(buttons) > 1 and buttons[1]:
+            self._gripper = 1.0
+        if not pressed and not np.any(motion):
+            return None
+        action: F32 = np.clip(np.concatenate([motion, [self._gripper]]), -1.0, 1.0).astype(np.float32)
+        return action
+
+    def close(self) -> None:
+        self._lib.close()
+
+
+@dataclass(frozen=True)
+class PedalPress:
+    key: str  # evdev key name, e.g. "KEY_A"
+    stamp_ns: int  # when it was pressed (wall clock)
+
+
+class PedalSource(Protocol):
+    """Key presses of a foot pedal (or any keyboard-like device)."""
+
+    def poll(self) -> list[PedalPress]:
+        """Presses since the last poll; never blocks."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ScriptedPedal:
+    """Presses `keys[i]` at `times_s[i]` seconds after creation."""
+
+    def __init__(self, presses: Sequence[tuple[float, str]], clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        start = clock()
+        self._pending = sorted((start + t, key) for t, key in presses)
+
+    def poll(self) -> list[PedalPress]:
+        now = self._clock()
+        due = [(t, k) for t, k in self._pending if t <= now]
+        self._pending = self._pending[len(due) :]
+        return [PedalPress(k, time.time_ns()) for _, k in due]
+
+    def close(self) -> None:
+        pass
+
+
+class EvdevPedal:
+    """A Linux input device (USB foot pedal) read through evdev, without blocking."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            import evdev
+        except ImportError as exc:
+            raise DeviceError(f"the foot pedal at {path} needs the evdev package: pip install evdev") from exc
+        try:
+            self._device: Any = evdev.InputDevice(path)
+        except OSError as exc:
+            raise DeviceError(f"cannot open the foot pedal at {path}: {exc.strerror or exc}") from exc
+        self._ecodes: Any = evdev.ecodes
+        self.path = path
+
+    def poll(self) -> list[PedalPress]:
+        presses: list[PedalPress] = []
+        while True:
+            try:
+                event = self._device.read_one()
+            except OSError as exc:
+                raise DeviceError(f"foot pedal at {self.path} failed: {exc.strerror or exc}") from exc
+            if event is None:
+                return presses
+            if event.type == self._ecodes.EV_KEY and event.value == 1:  # key down
+                name = self._ecodes.KEY.get(event.code, f"KEY_{event.code}")
+                key = name[0] if isinstance(name, list) else str(name)
+                presses.append(PedalPress(key, int(event.timestamp() * 1e9)))
+
+    def close(self) -> None:
+        self._device.close()

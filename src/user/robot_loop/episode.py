@@ -1,0 +1,190 @@
+"""`ControlLoop`: episodes on one robot. Each `tick` gates an action, steps the robot, scores the step and
+assembles the `Transition`; `reset` starts the next episode (seeded, ids increasing per robot).
+
+A tick with no fresh action at all (no policy yet, policy stalled) holds the robot and records nothing:
+the episode neither advances nor stores a transition the policy never chose. A step the robot itself
+held (safety, e-stop) is recorded with the zero action it applied and source HOLD.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from user.interfaces.domain import Action, Observation, Transition
+from user.robot_loop.events import EpisodeEvent, EpisodeKind
+from user.robot_loop.gate import SOURCE_HOLD, SOURCE_SCRIPTED, ActionGate, GatedAction
+from user.robot_loop.observe import Observer
+from user.robot_loop.scoring import Scorer
+from user.robots.base import Robot, StepResult
+
+_log = logging.getLogger(__name__)
+
+
+class NoEpisodeError(RuntimeError):
+    """`tick` was called before `reset` or after the episode ended."""
+
+
+@dataclass(frozen=True)
+class TickResult:
+    """What one control period produced."""
+
+    observation: Observation  # the latest observation (publish it: the policy acts on it)
+    transition: Transition | None = None  # None when the robot held for lack of an action
+    ended: EpisodeEvent | None = None  # set when this step ended the episode
+    held: bool = False  # the robot held (no fresh action, or safety)
+
+
+@dataclass
+class _Episode:
+    episode_id: int
+    step: int = 0
+    episode_return: float = 0.0
+    interventions: int = 0
+    success: bool = False
+    active: bool = True
+
+
+class ControlLoop:
+    """Runs episodes of one robot; not thread-safe (call it from the control thread only)."""
+
+    def __init__(
+        self,
+        robot: Robot,
+        scorer: Scorer,
+        observer: Observer,
+        gate: ActionGate,
+        *,
+        seed: int | None = 0,
+        first_episode_id: int = 0,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.robot = robot
+        self.scorer = scorer
+        self.observer = observer
+        self.gate = gate
+        self.seed = seed  # episode n resets with seed + n; None: unseeded
+        self._next_episode_id = first_episode_id
+        self._episodes_started = 0
+        self._clock_ns = clock_ns
+        self._episode: _Episode | None = None
+        self._observation: Observation | None = None
+        self.held_ticks = 0  # ticks without a fresh action
+
+    @property
+    def robot_id(self) -> str:
+        return self.observer.config.robot_id
+
+    @property
+    def episode_id(self) -> int | None:
+        return None if self._episode is None else self._episode.episode_id
+
+    @property
+    def in_episode(self) -> bool:
+        return self._episode is not None and self._episode.active
+
+    @property
+    def observation(self) -> Observation | None:
+        return self._observation
+
+    def reset(
+        self, seed: int | None = None, *, use_default_seed: bool = True
+    ) -> tuple[Observation, list[EpisodeEvent]]:
+        """End the running episode (if any, as an operator reset) and start the next one.
+
+        `seed` None with `use_default_seed` takes the loop's seed schedule (seed + episode index).
+        Returns the first observation and the events to publish (END of the old episode, START of the new).
+        """
+        events: list[EpisodeEvent] = []
+        if self._episode is not None and self._episode.active:
+            events.append(self._end(self._episode))
+        if seed is None and use_default_seed and self.seed is not None:
+            seed = self.seed + self._episodes_started
+        episode = _Episode(self._next_episode_id)
+        self._next_episode_id += 1
+        self._episodes_started += 1
+        self.gate.start_episode(episode.episode_id)
+        arm = self.robot.reset(seed)
+        self._episode = episode
+        self._observation = self.observer.observe(arm, episode.episode_id, 0, self.gate.policy_version)
+        events.append(self._event(episode, EpisodeKind.START))
+        _log.info("episode %d started (seed %s)", episode.episode_id, seed)
+        return self._observation, events
+
+    def tick(self, now: float | None = None) -> TickResult:
+        """One control period: step with the gated action, or hold when there is none."""
+        episode, obs = self._episode, self._observation
+        if episode is None or obs is None or not episode.active:
+            raise NoEpisodeError(f"robot {self.robot_id!r}: no episode running; reset() first")
+        choice = self.gate.choose(now)
+        if choice is None:
+            self.held_ticks += 1
+            result = self.robot.hold(self.gate.stale_reason(now))
+            version = obs.policy_version
+            self._observation = self.observer.observe(result.state, episode.episode_id, episode.step, version)
+            return TickResult(self._observation, held=True)
+        result = self.robot.step(choice.data)
+        transition = self._transition(episode, obs, choice, result)
+        self._observation = transition.next_observation
+        episode.step += 1
+        episode.episode_return += transition.reward
+        episode.interventions += int(transition.action.intervened)
+        episode.success = episode.success or transition.success
+        ended = self._end(episode) if transition.done else None
+        return TickResult(transition.next_observation, transition, ended, held=result.held)
+
+    def _transition(self, episode: _Episode, obs: Observation, choice: GatedAction, result: StepResult) -> Transition:
+        score = self.scorer.score(result.state)
+        next_obs = self.observer.observe(result.state, episode.episode_id, episode.step + 1, self.gate.policy_version)
+        source = SOURCE_HOLD if result.held else choice.source
+        action = Action(
+            robot_id=self.robot_id,
+            episode_id=episode.episode_id,
+            step=episode.step,
+            data=result.applied.astype("float32"),
+            stamp_ns=result.state.stamp_ns,
+            intervened=choice.intervened,
+            source=source,
+            policy_version=choice.policy_version,
+        )
+        terminated = score.terminated
+        truncated = not terminated and (score.truncated or episode.step + 1 >= self.scorer.max_steps)
+        return Transition(
+            observation=obs,
+            action=action,
+            reward=score.reward,
+            next_observation=next_obs,
+            terminated=terminated,
+            truncated=truncated,
+            success=score.success,
+            is_demo=source == SOURCE_SCRIPTED,
+            stamp_ns=result.state.stamp_ns,
+        )
+
+    def _end(self, episode: _Episode) -> EpisodeEvent:
+        episode.active = False
+        _log.info(
+            "episode %d ended after %d steps: %s, return %.3f, %d intervened",
+            episode.episode_id,
+            episode.step,
+            "success" if episode.success else "no success",
+            episode.episode_return,
+            episode.interventions,
+        )
+        return self._event(episode, EpisodeKind.END)
+
+    def _event(self, episode: _Episode, kind: EpisodeKind) -> EpisodeEvent:
+        return EpisodeEvent(
+            robot_id=self.robot_id,
+            task=self.observer.config.task,
+            episode_id=episode.episode_id,
+            kind=kind,
+            stamp_ns=self._clock_ns(),
+            success=episode.success,
+            steps=episode.step,
+            episode_return=episode.episode_return,
+            interventions=episode.interventions,
+            policy_version=self.gate.policy_version,
+        )

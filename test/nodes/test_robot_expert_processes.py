@@ -1,0 +1,155 @@
+"""`user node robot` + `user node expert` as separate processes over a real Zenoh router.
+
+The robot (simulated Franka, button press, fast lockstep mode) publishes transitions and episode events
+that a subscriber in this test receives; episodes end with success. A scripted "human" (the expert in
+role human, for chosen steps) overrides the policy: exactly those steps carry intervened=True, source HUMAN.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test.conftest import user_cmd, wait_until
+from user.bus.zenoh_bus import ZenohBus
+from user.interfaces.domain import Transition, transition_from_msg
+from user.node.node import Node
+from user.robot_loop.events import EpisodeEvent, EpisodeKind, episode_event_from_msg
+from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Proc:
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self._file = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(user_cmd("node", *args), env=env, stdout=self._file, stderr=subprocess.STDOUT)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return self.proc.wait(10)
+        finally:
+            self._file.close()
+
+
+@pytest.fixture
+def procs(zenoh_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Proc]]:
+    started: list[Proc] = []
+
+    def start(*args: str) -> Proc:
+        p = Proc(list(args), zenoh_env, tmp_path / f"node{len(started)}.log")
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait(5)
+
+
+class Recorder:
+    """Collects a robot's transitions and episode events (bus threads append; the test reads)."""
+
+    def __init__(self, bus: ZenohBus, robot: str) -> None:
+        self.node = Node(bus)
+        self.transitions: list[Transition] = []
+        self.events: list[EpisodeEvent] = []
+        self._lock = threading.Lock()
+        self.node.create_subscription(f"/{robot}/transitions", "user/msg/Transition", self._on_transition)
+        self.node.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
+
+    def _on_transition(self, msg: Any) -> None:
+        with self._lock:
+            self.transitions.append(transition_from_msg(msg))
+
+    def _on_event(self, msg: Any) -> None:
+        with self._lock:
+            self.events.append(episode_event_from_msg(msg))
+
+    def ended(self) -> list[EpisodeEvent]:
+        with self._lock:
+            return [e for e in self.events if e.kind == EpisodeKind.END]
+
+    def episode(self, episode_id: int) -> list[Transition]:
+        with self._lock:
+            return sorted((t for t in self.transitions if t.episode_id == episode_id), key=lambda t: t.step)
+
+
+def _robot_args(robot: str) -> list[str]:
+    return [
+        "robot", "--name", f"{robot}_node", "-p", f"robot_id:={robot}", "-p", "task:=button_press",
+        "-p", "realtime:=false", "-p", "privileged_state:=true", "-p", "first_episode_id:=100",
+    ]  # fmt: skip
+
+
+def _complete_episodes(rec: Recorder, count: int) -> list[tuple[EpisodeEvent, list[Transition]]]:
+    """Ended episodes (from the second on: the first may have started before we subscribed) whose
+    transitions all arrived."""
+    out = []
+    for end in rec.ended():
+        steps = rec.episode(end.episode_id)
+        if end.episode_id > 100 and len(steps) == end.steps:
+            out.append((end, steps))
+    return out[:count] if len(out) >= count else []
+
+
+def test_robot_and_expert_processes_stream_successful_episodes(
+    procs: Callable[..., Proc], make_bus: Callable[..., ZenohBus]
+) -> None:
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    rec = Recorder(make_bus("recorder"), robot)
+    robot_proc = procs(*_robot_args(robot))
+    expert = procs("expert", "--name", f"{robot}_expert", "-p", f"robot_id:={robot}", "-p", "task:=button_press",
+                   "-p", "policy_version:=3")  # fmt: skip
+    assert wait_until(lambda: bool(_complete_episodes(rec, 2)), 40.0, 0.05), robot_proc.text() + expert.text()
+    for end, steps in _complete_episodes(rec, 2):
+        assert end.success and end.interventions == 0
+        assert [t.step for t in steps] == list(range(end.steps))
+        assert steps[-1].terminated and steps[-1].success and not any(t.done for t in steps[:-1])
+        for t in steps:
+            assert t.robot_id == robot and t.task == "button_press" and t.episode_id == end.episode_id
+            assert t.action.source == SOURCE_SCRIPTED and not t.action.intervened and t.is_demo
+            assert t.action.policy_version == 3
+            assert t.next_observation.step == t.step + 1
+            assert len(t.observation.state) == len(t.observation.state_names) > 14
+    assert robot_proc.stop() == 0, robot_proc.text()
+    assert expert.stop() == 0, expert.text()
+
+
+def test_scripted_human_overrides_exactly_the_chosen_steps(
+    procs: Callable[..., Proc], make_bus: Callable[..., ZenohBus]
+) -> None:
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    rec = Recorder(make_bus("recorder"), robot)
+    human_steps = [1, 2, 3]
+    robot_proc = procs(*_robot_args(robot), "-p", "action_timeout_s:=5.0")
+    # The human answers the same observations as the policy, for its steps only. The robot waits for the
+    # policy's action for each step; so that the human's is there first, the policy answers only the others
+    # and the human's steps fall back to the intervention within the robot's wait.
+    policy_steps = [s for s in range(60) if s not in human_steps]
+    procs("expert", "--name", f"{robot}_policy", "-p", f"robot_id:={robot}", "-p", "task:=button_press",
+          "-p", f"steps:={policy_steps}")  # fmt: skip
+    procs("expert", "--name", f"{robot}_human", "-p", f"robot_id:={robot}", "-p", "task:=button_press",
+          "-p", "role:=human", "-p", f"steps:={human_steps}")  # fmt: skip
+    assert wait_until(lambda: bool(_complete_episodes(rec, 2)), 40.0, 0.05), robot_proc.text()
+    for end, steps in _complete_episodes(rec, 2):
+        assert end.success, robot_proc.text()
+        flagged = [t.step for t in steps if t.action.intervened]
+        assert flagged == human_steps
+        assert end.interventions == len(human_steps)
+        for t in steps:
+            assert t.action.source == (SOURCE_HUMAN if t.step in human_steps else SOURCE_SCRIPTED)
+    assert robot_proc.stop() == 0, robot_proc.text()

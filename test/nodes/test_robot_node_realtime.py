@@ -1,0 +1,62 @@
+"""The robot node in real-time mode (20 Hz, in-process buses): the expert drives it through the freshest
+action, a scripted teleop takes over for a while, and the reset service answers with a first observation."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from test.conftest import wait_until
+from user.bus.zenoh_bus import ZenohBus
+from user.interfaces.domain import Transition, transition_from_msg
+from user.node.node import Node
+from user.nodes.expert import ExpertNode
+from user.nodes.robot import RobotNode
+from user.nodes.teleop import TeleopNode
+from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_realtime_robot_with_expert_teleop_and_reset(make_bus: Callable[..., ZenohBus]) -> None:
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    probe = Node(make_bus("probe"))
+    got: list[Transition] = []
+    lock = threading.Lock()
+
+    def on_transition(msg: Any) -> None:
+        with lock:
+            got.append(transition_from_msg(msg))
+
+    probe.create_subscription(f"/{robot}/transitions", "user/msg/Transition", on_transition)
+    params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 20.0, "privileged_state": True}
+    node = RobotNode(make_bus("robot", params))
+    expert = ExpertNode(make_bus("expert", {"robot_id": robot, "task": "button_press"}))
+    human = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
+    teleop_params = {"robot_id": robot, "device": "scripted", "scripted_action": human}
+    teleop_params.update(scripted_start_s=0.5, scripted_duration_s=0.5)
+    teleop = TeleopNode(make_bus("teleop", teleop_params))
+    try:
+        assert wait_until(lambda: len(got) >= 50, 20.0), node.failed
+        with lock:
+            seen = list(got)
+        intervened = [t for t in seen if t.action.intervened]
+        assert 3 <= len(intervened) <= 16  # ~0.5 s at 20 Hz, give or take the deadline
+        for t in seen:
+            assert t.action.source == (SOURCE_HUMAN if t.action.intervened else SOURCE_SCRIPTED)
+        for t in intervened:
+            np.testing.assert_allclose(t.action.data, human, atol=1e-6)
+        assert any(t.success for t in seen)
+        request = node.codec.msg_class("user/srv/Reset_Request")(robot_id=robot, seed=7)
+        reply = probe.call_service(f"/{robot}/reset", "user/srv/Reset", request, 10.0)
+        assert reply.success and reply.observation.step == 0 and len(reply.observation.state) > 14
+    finally:
+        teleop.destroy()
+        expert.destroy()
+        node.destroy()
+    assert node.failed is None

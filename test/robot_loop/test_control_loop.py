@@ -1,0 +1,171 @@
+"""`ControlLoop` on the simulated Franka (fast mode, no cameras): episodes, transitions, flags, ids."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from user.interfaces.domain import Action, Observation
+from user.robot_loop import ActionGate, ControlLoop, EpisodeKind, Observer, TaskScorer, arm_and_task_state
+from user.robot_loop.episode import NoEpisodeError
+from user.robot_loop.gate import SOURCE_HOLD, SOURCE_HUMAN, SOURCE_SCRIPTED
+from user.robot_loop.observe import ObserverConfig
+from user.robot_loop.privileged import ARM_NAMES
+from user.robots.sim import CameraConfig, SimFrankaRobot, SimRobotConfig
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def robot() -> Iterator[SimFrankaRobot]:
+    r = SimFrankaRobot(SimRobotConfig(robot_id="arm", task="button_press", cameras=CameraConfig(names=())))
+    r.connect()
+    yield r
+    r.close()
+
+
+def _loop(robot: SimFrankaRobot, clock: FakeClock, max_steps: int | None = None, seed: int | None = 0) -> ControlLoop:
+    assert robot.task is not None
+    observer = Observer(
+        ObserverConfig("arm", "button_press"), extras=robot.observation_extras, privileged=robot.task_state
+    )
+    gate = ActionGate(0.1, 0.1, clock)
+    scorer = TaskScorer(robot.task, robot.task_state, max_steps)
+    return ControlLoop(robot, scorer, observer, gate, seed=seed, first_episode_id=10)
+
+
+def _expert(robot: SimFrankaRobot, obs: Observation, version: int = 1) -> Action:
+    assert robot.task is not None
+    arm, state = arm_and_task_state(obs.state, obs.state_names)
+    data = robot.task.scripted_expert(arm, state)
+    return Action("arm", obs.episode_id, obs.step, data, source=SOURCE_SCRIPTED, policy_version=version)
+
+
+def test_expert_episodes_end_with_success_and_consistent_transitions(robot: SimFrankaRobot) -> None:
+    clock = FakeClock()
+    loop = _loop(robot, clock)
+    for expected_id in (10, 11):
+        obs, events = loop.reset()
+        assert [e.kind for e in events] == [EpisodeKind.START] and events[0].episode_id == expected_id
+        assert obs.step == 0 and obs.episode_id == expected_id
+        transitions = []
+        end = None
+        while end is None:
+            loop.gate.feed_policy(_expert(robot, obs))
+            result = loop.tick()
+            assert result.transition is not None
+            t = result.transition
+            assert t.observation is obs  # the observation the action was chosen in
+            assert t.next_observation.step == obs.step + 1
+            assert t.action.step == obs.step and t.action.source == SOURCE_SCRIPTED and t.is_demo
+            assert not t.action.intervened and t.action.policy_version == 1
+            transitions.append(t)
+            obs, end = result.observation, result.ended
+            clock.t += 0.01
+        last = transitions[-1]
+        assert last.terminated and last.success and not last.truncated
+        assert not any(t.done for t in transitions[:-1])
+        assert end.kind == EpisodeKind.END and end.success and end.steps == len(transitions)
+        assert end.episode_return == pytest.approx(sum(t.reward for t in transitions), rel=1e-6)
+        assert end.interventions == 0
+    with pytest.raises(NoEpisodeError):
+        loop.tick()
+
+
+def test_observation_state_layout_and_privileged_roundtrip(robot: SimFrankaRobot) -> None:
+    loop = _loop(robot, FakeClock())
+    obs, _ = loop.reset()
+    assert obs.state_names[: len(ARM_NAMES)] == ARM_NAMES
+    assert [n for n in obs.state_names if n.startswith("extra/")] == [f"extra/target_color/{i}" for i in range(3)]
+    arm, state = arm_and_task_state(obs.state, obs.state_names)
+    truth = robot.task_state()
+    np.testing.assert_allclose(arm.tcp_pose, robot.state().tcp_pose, atol=1e-6)
+    for key, value in truth.values.items():
+        np.testing.assert_allclose(state.values[key], value, atol=1e-6)
+    assert robot.task is not None
+    np.testing.assert_allclose(
+        robot.task.scripted_expert(arm, state), robot.task.scripted_expert(robot.state(), truth), atol=1e-4
+    )
+
+
+def test_truncation_at_the_episode_length(robot: SimFrankaRobot) -> None:
+    loop = _loop(robot, FakeClock(), max_steps=3)
+    obs, _ = loop.reset()
+    results = []
+    for _ in range(3):
+        loop.gate.feed_policy(Action("arm", obs.episode_id, obs.step, np.zeros(7, np.float32)))
+        results.append(loop.tick())
+        obs = results[-1].observation
+    flags = [(r.transition.terminated, r.transition.truncated) for r in results if r.transition]
+    assert flags == [(False, False), (False, False), (False, True)]
+    assert results[-1].ended is not None and not results[-1].ended.success and results[-1].ended.steps == 3
+
+
+def test_intervention_overrides_and_is_flagged_for_exactly_those_steps(robot: SimFrankaRobot) -> None:
+    clock = FakeClock()
+    loop = _loop(robot, clock, max_steps=8)
+    obs, _ = loop.reset()
+    human = np.array([0, 0, 0.5, 0, 0, 0, -1], np.float32)
+    human_steps = {2, 3, 5}
+    end = None
+    seen = []
+    while end is None:
+        loop.gate.feed_policy(_expert(robot, obs, version=4))
+        if obs.step in human_steps:
+            loop.gate.feed_intervention(Action("arm", 0, 0, human, intervened=True, source=SOURCE_HUMAN))
+        result = loop.tick()
+        t = result.transition
+        assert t is not None
+        seen.append(t)
+        obs, end = result.observation, result.ended
+        clock.t += 0.2  # longer than the intervention deadline: each intervention covers one step
+    assert {t.step for t in seen if t.action.intervened} == human_steps
+    for t in seen:
+        assert t.action.policy_version == 4
+        if t.action.intervened:
+            assert t.action.source == SOURCE_HUMAN and not t.is_demo
+            np.testing.assert_allclose(t.action.data, human, atol=1e-6)  # applied (within the safety limits)
+        else:
+            assert t.action.source == SOURCE_SCRIPTED
+    assert end.interventions == 3
+
+
+def test_no_fresh_action_holds_without_a_transition(robot: SimFrankaRobot) -> None:
+    clock = FakeClock()
+    loop = _loop(robot, clock)
+    obs, _ = loop.reset()
+    result = loop.tick()
+    assert result.held and result.transition is None and result.observation.step == 0
+    assert loop.held_ticks == 1
+    loop.gate.feed_policy(Action("arm", obs.episode_id, 0, np.zeros(7, np.float32)))
+    result = loop.tick()
+    assert result.transition is not None and result.transition.step == 0 and result.observation.step == 1
+
+
+def test_estopped_robot_step_is_recorded_as_hold(robot: SimFrankaRobot) -> None:
+    loop = _loop(robot, FakeClock())
+    obs, _ = loop.reset()
+    robot.estop("test")
+    loop.gate.feed_policy(Action("arm", obs.episode_id, 0, np.full(7, 0.5, np.float32)))
+    result = loop.tick()
+    assert result.transition is not None and result.transition.action.source == SOURCE_HOLD
+    np.testing.assert_array_equal(result.transition.action.data, np.zeros(7, np.float32))
+
+
+def test_reset_mid_episode_ends_it_and_seeds_repeat(robot: SimFrankaRobot) -> None:
+    loop = _loop(robot, FakeClock(), seed=5)
+    first, _ = loop.reset()
+    _, events = loop.reset(seed=5)  # operator reset with the same seed as episode 0
+    assert [e.kind for e in events] == [EpisodeKind.END, EpisodeKind.START]
+    assert events[0].episode_id == 10 and events[1].episode_id == 11 and events[0].steps == 0
+    again = loop.observation
+    assert again is not None
+    np.testing.assert_allclose(again.state, first.state, atol=1e-6)
