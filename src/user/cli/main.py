@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from user import __version__
-from user.cli import bringup_cmd, buffer_cmd, hardware_cmd, node_cmd, router_cmd, topic_cmd
+from user.cli import bringup_cmd, buffer_cmd, hardware_cmd, node_cmd, reward_cmd, router_cmd, topic_cmd
 from user.node.logs import setup_logging
 
-COMMANDS = (bringup_cmd, node_cmd, router_cmd, topic_cmd, hardware_cmd, buffer_cmd)
+COMMANDS = (bringup_cmd, node_cmd, router_cmd, topic_cmd, hardware_cmd, buffer_cmd, reward_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

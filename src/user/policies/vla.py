@@ -1,0 +1,116 @@
+"""VLA adapter: an external vision-language-action model (pi0-style, action chunks) behind `Policy.act`.
+
+A `VLAModel` is a torch module mapping camera images, the state and an instruction to an action chunk
+(B, H, A) in [-1, 1]. `VLAPolicy` queries it once, queues the first `execute_horizon` actions of the chunk
+and replays them one per `act` call, re-querying when the queue runs out (and after `reset`). For training
+it scores a single demonstrated action against the first action of the predicted chunk (mse), so BC and
+HG-DAgger fine-tune it like any other policy.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import torch
+import torch.nn.functional as F  # noqa: N812 - the usual torch alias
+from torch import nn
+
+from user.config import setting
+from user.policies.base import Encoder, Policy, PolicyError, PolicyInput, TensorObs
+from user.policies.mlp import StateEncoder
+from user.policies.preprocess import ObservationConfig, preprocess
+
+
+class VLAModel(nn.Module):
+    """What an adapted model provides. Subclass it (or wrap the external model in a subclass)."""
+
+    chunk_size: int  # H: actions per predicted chunk
+    action_dim: int  # A
+    state_dim: int  # S: length of the state vector it expects
+
+    def predict(self, images: Mapping[str, torch.Tensor], state: torch.Tensor, instruction: str) -> torch.Tensor:
+        """images camera -> (B, 3, h, w) normalised, state (B, S) -> (B, H, A) actions in [-1, 1]."""
+        raise NotImplementedError
+
+    def forward(self, images: Mapping[str, torch.Tensor], state: torch.Tensor, instruction: str) -> torch.Tensor:
+        return self.predict(images, state, instruction)
+
+
+@dataclass(frozen=True)
+class VLAPolicyConfig:
+    """How a VLA model is driven."""
+
+    instruction: str = setting("", "language instruction given to the model with every query")
+    execute_horizon: int = setting(0, "actions of each chunk executed before re-querying; 0 = the whole chunk", min=0)
+    observation: ObservationConfig = setting(  # noqa: RUF009 - frozen
+        ObservationConfig(), "cameras given to the model and their preprocessing"
+    )
+
+
+class VLAPolicy(Policy):
+    """Action-chunking policy around a `VLAModel`."""
+
+    def __init__(self, model: VLAModel, config: VLAPolicyConfig | None = None) -> None:
+        self.config = config or VLAPolicyConfig()
+        if self.config.execute_horizon > model.chunk_size:
+            raise PolicyError(
+                f"execute_horizon {self.config.execute_horizon} exceeds the model's chunk of {model.chunk_size}"
+            )
+        super().__init__(model, model.action_dim)
+        self.model = model
+        self.queries = 0  # how often the model was run by `act` (for tests and diagnostics)
+        self._queue: deque[npt.NDArray[np.float32]] = deque()
+
+    @property
+    def horizon(self) -> int:
+        return self.config.execute_horizon or self.model.chunk_size
+
+    def preprocess(self, state: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> TensorObs:
+        return preprocess(state, images, self.config.observation)
+
+    def chunk(self, obs: TensorObs) -> torch.Tensor:
+        """(B, H, A) action chunk for a preprocessed batch, shape checked, clipped to [-1, 1]."""
+        out = self.model.predict(obs.images, obs.state, self.config.instruction)
+        expected = (len(obs), self.model.chunk_size, self.action_dim)
+        if tuple(out.shape) != expected:
+            raise PolicyError(f"VLA model returned shape {tuple(out.shape)}, expected {expected}")
+        return out.clamp(-1.0, 1.0)
+
+    def act_tensor(self, obs: TensorObs, *, deterministic: bool) -> torch.Tensor:
+        """First action of each chunk (stateless; `act` is the chunk-replaying entry point)."""
+        del deterministic
+        return self.chunk(obs)[:, 0]
+
+    def act(self, obs: PolicyInput, *, deterministic: bool = False) -> npt.NDArray[np.float32]:
+        """Next queued action; queries the model for a new chunk when the queue is empty."""
+        del deterministic
+        if not self._queue:
+            state = np.asarray(obs.state, dtype=np.float32)[None]
+            images = {k: np.asarray(v)[None] for k, v in obs.images.items()}
+            with torch.no_grad():
+                chunk = self.chunk(self.preprocess(state, images))[0].cpu().numpy().astype(np.float32)
+            self._queue.extend(chunk[: self.horizon])
+            self.queries += 1
+        return self._queue.popleft()
+
+    def reset(self) -> None:
+        """Drop the rest of the current chunk (a new episode starts with a fresh query)."""
+        self._queue.clear()
+
+    def encoder(self) -> Encoder:
+        """Critics of a VLA policy see the state (the model's vision stack stays the model's own)."""
+        return StateEncoder(self.model.state_dim)
+
+    def imitation_loss(self, obs: TensorObs, action: torch.Tensor, kind: str) -> tuple[torch.Tensor, dict[str, float]]:
+        """MSE between the first predicted action of each chunk and the demonstrated action (B, A)."""
+        if kind != "mse":
+            raise PolicyError(f"a VLA policy has no action likelihood; use loss 'mse' (got {kind!r})")
+        if action.dim() != 2 or action.shape != (len(obs), self.action_dim):
+            raise PolicyError(f"actions must be (B, {self.action_dim}), got {tuple(action.shape)}")
+        first = self.model.predict(obs.images, obs.state, self.config.instruction)[:, 0]
+        loss = F.mse_loss(first, action)
+        return loss, {"action_mse": float(loss.detach())}
