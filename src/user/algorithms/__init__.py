@@ -5,6 +5,7 @@ from user.algorithms.bc import BC, BCConfig
 from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig, InterventionGate
 from user.algorithms.rlpd import RLPD, RLPDConfig
 from user.algorithms.sac import SAC, SACConfig
+from user.algorithms.sac_flow import SACFlow, SACFlowConfig
 
 __all__ = [
     "BC",
@@ -18,6 +19,8 @@ __all__ = [
     "InterventionGate",
     "RLPDConfig",
     "SACConfig",
+    "SACFlow",
+    "SACFlowConfig",
     "TorchBatch",
     "TrainingStats",
     "to_torch",
