@@ -21,7 +21,7 @@ from user.algorithms.base import Algorithm, AlgorithmError, TorchBatch, Training
 from user.algorithms.critics import EnsembleQ
 from user.buffer.batch import TransitionBatch
 from user.config import setting
-from user.policies.gaussian import GaussianPolicy
+from user.policies.base import Policy
 
 
 @dataclass(frozen=True)
@@ -105,11 +105,11 @@ def temperature_loss(
 
 
 class SAC(Algorithm):
-    """SAC around a `GaussianPolicy` (MLP or CNN)."""
+    """SAC around any policy that samples with a log-likelihood (Gaussian MLP/CNN, flow: see sac_flow.py)."""
 
-    policy: GaussianPolicy
+    policy: Policy
 
-    def __init__(self, policy: GaussianPolicy, config: SACConfig | None = None, seed: int = 0) -> None:
+    def __init__(self, policy: Policy, config: SACConfig | None = None, seed: int = 0) -> None:
         self.policy = policy
         self.config = cfg = config or SACConfig()
         self.generator = torch.Generator().manual_seed(seed)  # subsample and augmentation draws
@@ -205,11 +205,24 @@ class SAC(Algorithm):
             features = self.critic.encoder(batch.obs)
         q = self.critic(batch.obs, action, features=features)
         loss, info = actor_loss(q, log_prob, self.alpha, self.config.actor_q)
+        losses = {"actor": float(loss.detach())}
+        extra = self.actor_regulariser(batch)
+        if extra is not None:
+            extra_loss, extra_losses, extra_info = extra
+            loss = loss + extra_loss
+            losses.update(extra_losses)
+            info.update(extra_info)
         self._step(self.actor_optim, loss, self.policy.actor.parameters())
         t_loss, t_info = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
         self._step(self.temperature_optim, t_loss, [self.log_alpha])
         self.actor_steps += 1
-        return {"actor": float(loss.detach()), "temperature": float(t_loss.detach())}, {**info, **t_info}
+        return {**losses, "temperature": float(t_loss.detach())}, {**info, **t_info}
+
+    def actor_regulariser(
+        self, batch: TorchBatch
+    ) -> tuple[torch.Tensor, dict[str, float], dict[str, float]] | None:
+        """An extra term added to the actor loss (e.g. SAC-Flow's BC on demos); SAC adds none."""
+        return None
 
     def _step(self, optim: torch.optim.Optimizer, loss: torch.Tensor, params: Any) -> None:
         optim.zero_grad(set_to_none=True)

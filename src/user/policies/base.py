@@ -127,6 +127,10 @@ class Policy(ABC):
     def encoder(self) -> Encoder:
         """A fresh observation encoder (TensorObs -> (B, F)) of this policy's kind, for a critic."""
 
+    def sample(self, obs: TensorObs) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actions (B, A), log pi (B,)) with gradients: what SAC-style learners need. Optional."""
+        raise PolicyError(f"{type(self).__name__} gives no action log-likelihood; SAC-style learners cannot train it")
+
     # ---- what a robot site calls ----------------------------------------------------------------
 
     def act(self, obs: PolicyInput, *, deterministic: bool = False) -> npt.NDArray[np.float32]:
