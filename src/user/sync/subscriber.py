@@ -1,0 +1,174 @@
+"""`WeightSubscriber`: the robot-site side of weight synchronisation.
+
+Chunks are assembled on the bus thread; a complete, verified version is either applied at once
+(`apply="immediate"`) or held until the rollout calls `at_episode_boundary()` (the default, as in the
+paper: an episode never mixes two policies). Rejected chunks and versions are logged, counted and never
+applied; the policy keeps acting with the weights it has.
+
+Every `resend_period_s` the subscriber asks the publisher to re-publish its newest version while it has
+received none yet, or while a version has stalled incomplete for that long (see `user.sync.publisher`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Literal
+
+from user.bus.base import Handle, QoS
+from user.node.node import Node
+from user.policies.base import FlatWeights, Policy, PolicyError
+from user.sync.chunking import (
+    DEFAULT_CHUNK_SIZE,
+    DTYPES,
+    MSG_TYPE,
+    Assembler,
+    chunk_count,
+    chunk_from_msg,
+    payload_size,
+)
+from user.sync.errors import WeightSyncError
+from user.sync.publisher import REQUEST_TYPE, resend_topic
+
+_log = logging.getLogger(__name__)
+
+ApplyMode = Literal["episode_boundary", "immediate"]
+_MODES = ("episode_boundary", "immediate")
+
+
+class WeightSubscriber:
+    """Receives versions of `policy_id`'s weights on `topic` and applies them to `policy`.
+
+    The history depth for late joining is one version's chunk count at the widest dtype (float64) and
+    `chunk_size`, which covers any narrower dtype the publisher may send.
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        policy: Policy,
+        *,
+        policy_id: str,
+        topic: str,
+        apply: ApplyMode = "episode_boundary",
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        resend_period_s: float = 1.0,
+    ) -> None:
+        if apply not in _MODES:
+            raise ValueError(f"apply must be one of {_MODES}, got {apply!r}")
+        self.policy = policy
+        self.policy_id = policy_id
+        self.apply_mode: ApplyMode = apply
+        self.rejected = 0  # chunks or versions rejected (bad chunk, checksum, wrong layout)
+        self.received_versions = 0  # complete, verified versions
+        self._assembler = Assembler(policy_id)
+        self.resend_requests = 0  # times this subscriber asked for the newest version again
+        self._pending: FlatWeights | None = None
+        self._last_chunk = time.monotonic()
+        self._resend_period_s = resend_period_s
+        self._request_msg = node.codec.msg_class(REQUEST_TYPE)(data=policy_id)
+        self._changed = threading.Condition()
+        widest = max(DTYPES.values(), key=lambda d: d.itemsize)
+        depth = chunk_count(payload_size(policy.weight_spec, widest), chunk_size)
+        self._handle: Handle = node.create_subscription(
+            topic, MSG_TYPE, self._on_chunk, QoS(reliable=True, latched=True, depth=depth)
+        )
+        self._requests = node.create_publisher(resend_topic(topic), REQUEST_TYPE)
+        self._timer = node.create_timer(resend_period_s, self._tick)
+
+    @property
+    def version(self) -> int:
+        """The weight version the policy acts with now."""
+        with self._changed:
+            return self.policy.version
+
+    @property
+    def pending_version(self) -> int | None:
+        """A received version waiting for the next episode boundary, if any."""
+        with self._changed:
+            return None if self._pending is None else self._pending.version
+
+    def at_episode_boundary(self) -> bool:
+        """Call between episodes: applies the newest received version, if any. True when one was applied."""
+        with self._changed:
+            weights, self._pending = self._pending, None
+            if weights is None:
+                return False
+            return self._apply(weights)
+
+    def wait_for_version(self, version: int, timeout_s: float, *, applied: bool = True) -> bool:
+        """Wait until `version` (or newer) is in use (`applied`) or received; False at the deadline."""
+        deadline = time.monotonic() + timeout_s
+
+        def reached() -> bool:
+            if self.policy.version >= version:
+                return True
+            return not applied and self._pending is not None and self._pending.version >= version
+
+        with self._changed:
+            while not reached():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
+    def close(self) -> None:
+        self._timer.close()
+        self._handle.close()
+        self._requests.close()
+
+    # ---- bus thread -----------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        """Timer: ask for a resend while no version arrived yet or the pending one stalled."""
+        stalled = self._assembler.pending_version is not None
+        waiting = self.received_versions == 0 or stalled
+        if waiting and time.monotonic() - self._last_chunk >= self._resend_period_s:
+            self.resend_requests += 1
+            _log.debug("asking for weights of policy %r again (stalled: %s)", self.policy_id, stalled)
+            self._requests.publish(self._request_msg)
+
+    def _on_chunk(self, msg: Any) -> None:
+        if msg.policy_id != self.policy_id:
+            return
+        self._last_chunk = time.monotonic()
+        try:
+            weights = self._assembler.add(chunk_from_msg(msg))
+        except WeightSyncError as exc:
+            with self._changed:
+                self.rejected += 1
+            _log.warning("rejected weights: %s", exc)
+            return
+        if weights is None:
+            return
+        if weights.spec != self.policy.weight_spec:
+            with self._changed:
+                self.rejected += 1
+            _log.error(
+                "weights of policy %r version %d do not fit the local policy (parameter names or shapes differ)",
+                self.policy_id,
+                weights.version,
+            )
+            return
+        with self._changed:
+            self.received_versions += 1
+            if self.apply_mode == "immediate":
+                self._apply(weights)
+            else:
+                self._pending = weights
+                self._changed.notify_all()
+            _log.info("received weights of policy %r version %d", self.policy_id, weights.version)
+
+    def _apply(self, weights: FlatWeights) -> bool:
+        """Load `weights` into the policy; the caller holds the lock."""
+        try:
+            self.policy.load_weights(weights)
+        except PolicyError as exc:
+            self.rejected += 1
+            _log.error("could not apply weights of policy %r version %d: %s", self.policy_id, weights.version, exc)
+            return False
+        self._changed.notify_all()
+        _log.info("policy %r now acts with weights version %d", self.policy_id, weights.version)
+        return True
