@@ -218,9 +218,7 @@ class SAC(Algorithm):
         self.actor_steps += 1
         return {**losses, "temperature": float(t_loss.detach())}, {**info, **t_info}
 
-    def actor_regulariser(
-        self, batch: TorchBatch
-    ) -> tuple[torch.Tensor, dict[str, float], dict[str, float]] | None:
+    def actor_regulariser(self, batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float], dict[str, float]] | None:
         """An extra term added to the actor loss (e.g. SAC-Flow's BC on demos); SAC adds none."""
         return None
 
