@@ -19,8 +19,8 @@ import pytest
 from test.conftest import user_cmd, wait_until
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import Transition, transition_from_msg
+from user.interfaces.episodes import EpisodeEvent, EpisodeKind, episode_event_from_msg
 from user.node.node import Node
-from user.robot_loop.events import EpisodeEvent, EpisodeKind, episode_event_from_msg
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
 
 pytestmark = pytest.mark.timeout(60)

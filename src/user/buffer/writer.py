@@ -21,7 +21,6 @@ from user.buffer.index import EpisodeRow, Index, TransitionRow
 from user.buffer.metadata import fsync_dir, write_metadata
 from user.buffer.segments import (
     EVENT_TOPIC,
-    EVENT_TYPE,
     TRANSITION_TOPIC,
     OutMessage,
     SegmentWriter,
@@ -30,13 +29,12 @@ from user.buffer.segments import (
 from user.buffer.storage import DiskStorage, segment_path
 from user.interfaces.codec import Codec
 from user.interfaces.domain import Transition, transition_to_msg
-from user.interfaces.stamps import header, now_ns
+from user.interfaces.episodes import EpisodeEvent, EpisodeKind, episode_event_to_msg
+from user.interfaces.stamps import now_ns
 
 _log = logging.getLogger("user.buffer.writer")
 
 FaultHook = Callable[[str], None]  # called at named points of the commit protocol (crash tests)
-KIND_START = 0
-KIND_END = 1
 MIB = 1024 * 1024
 
 
@@ -148,8 +146,8 @@ class EpisodeWriter:
         segment = self._open_segment()
         ts = pending.transitions
         first, number = self._next_index, self._next_episode
-        start_msg = self._event(ts, KIND_START, pending.wall_ns[0])
-        end_msg = self._event(ts, KIND_END, pending.wall_ns[-1])
+        start_msg = self._event(ts, EpisodeKind.START, pending.wall_ns[0])
+        end_msg = self._event(ts, EpisodeKind.END, pending.wall_ns[-1])
         messages = [
             start_msg,
             *(OutMessage(TRANSITION_TOPIC, p, w) for p, w in zip(pending.payloads, pending.wall_ns, strict=True)),
@@ -217,20 +215,21 @@ class EpisodeWriter:
             self.roll()
         return number
 
-    def _event(self, ts: list[Transition], kind: int, wall_ns: int) -> OutMessage:
-        first = ts[0]
-        msg = self.codec.msg_class(EVENT_TYPE)(
-            header=header(wall_ns, "", self.codec),
+    def _event(self, ts: list[Transition], kind: EpisodeKind, wall_ns: int) -> OutMessage:
+        first, end = ts[0], kind == EpisodeKind.END
+        event = EpisodeEvent(
             robot_id=first.robot_id,
             task=first.task,
             episode_id=first.episode_id,
             kind=kind,
-            success=kind == KIND_END and any(t.success for t in ts),
-            steps=len(ts) if kind == KIND_END else 0,
-            episode_return=float(sum(t.reward for t in ts)) if kind == KIND_END else 0.0,
-            interventions=sum(1 for t in ts if t.action.intervened) if kind == KIND_END else 0,
-            policy_version=first.action.policy_version if kind == KIND_START else ts[-1].action.policy_version,
+            stamp_ns=wall_ns,
+            success=end and any(t.success for t in ts),
+            steps=len(ts) if end else 0,
+            episode_return=float(sum(t.reward for t in ts)) if end else 0.0,
+            interventions=sum(1 for t in ts if t.action.intervened) if end else 0,
+            policy_version=ts[-1].action.policy_version if end else first.action.policy_version,
         )
+        msg = episode_event_to_msg(event, self.codec)
         return OutMessage(EVENT_TOPIC, self.codec.encode(msg), wall_ns)
 
     # ---------------------------------------------------------------------------------------------- segments

@@ -31,11 +31,11 @@ from user.config.strict import ConfigError, setting
 from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
+from user.interfaces.episodes import EpisodeEvent
 from user.interfaces.stamps import header
 from user.node.node import Node
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
 from user.robot_loop.drivers import DriverError, DriverSpec, build_driver
-from user.robot_loop.events import EpisodeEvent
 from user.robot_loop.observe import ObserverConfig
 from user.robots.arm import ArmRobot
 from user.robots.estop import ESTOP_TOPIC, EStopTopic

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from user.interfaces.domain import Action, Observation, Transition
-from user.robot_loop.events import EpisodeEvent, EpisodeKind
+from user.interfaces.episodes import EpisodeEvent, EpisodeKind
 from user.robot_loop.gate import SOURCE_HOLD, SOURCE_SCRIPTED, ActionGate, GatedAction
 from user.robot_loop.observe import Observer
 from user.robot_loop.scoring import Scorer

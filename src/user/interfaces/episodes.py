@@ -1,4 +1,4 @@
-"""Episode boundaries (user/msg/EpisodeEvent) as a domain object."""
+"""Episode boundaries (user/msg/EpisodeEvent) as a domain object, used by the robot loop and the buffer."""
 
 from __future__ import annotations
 
