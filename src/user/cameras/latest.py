@@ -176,10 +176,12 @@ class LatestFrame:
             was = self._dead_reason
             reason = self._dead_reason_at(t)
             self._dead_reason = reason
-        if reason and not was:
-            _log.error("camera %r: %s", self.camera, reason)
-        elif was and not reason:
-            _log.warning("camera %r: frames are arriving again", self.camera)
+            # Logged under the lock so that whoever sees the new state (health(), another thread) also
+            # finds its log line already written.
+            if reason and not was:
+                _log.error("camera %r: %s", self.camera, reason)
+            elif was and not reason:
+                _log.warning("camera %r: frames are arriving again", self.camera)
         return reason
 
     def _dead_reason_at(self, now: float) -> str:
