@@ -1,10 +1,12 @@
-"""ros2 launch user bringup.launch.py [config:=FILE]: the deployment's nodes as launch_ros Node actions.
+"""ros2 launch user bringup.launch.py [config:=FILE] [run_dir:=DIR] [resume:=true]: the deployment's nodes as
+launch_ros Node actions.
 
 It reads the same deployment YAML as `user bringup` through the same code (user.deploy), so the ROS 2
 and Zenoh launchers always start the same node set with the same parameters.
 """
 
 import os
+from pathlib import Path
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
@@ -14,6 +16,7 @@ from launch_ros.actions import Node
 
 from user.deploy.commands import launches
 from user.deploy.deployment import load
+from user.deploy.run_dir import bind, continue_episode_ids, fresh_run_dir, save
 
 
 def _config_dir():
@@ -23,6 +26,13 @@ def _config_dir():
 def _nodes(context, *args, **kwargs):
     config = LaunchConfiguration("config").perform(context)
     deployment = load(config, search_dirs=[_config_dir()])
+    run_dir = LaunchConfiguration("run_dir").perform(context)
+    resume = LaunchConfiguration("resume").perform(context).lower() == "true"
+    run_path = Path(run_dir) if run_dir else fresh_run_dir(deployment)
+    save(deployment, run_path)
+    deployment = bind(deployment, run_path)
+    if resume:
+        deployment = continue_episode_ids(deployment, run_path)
     return [
         Node(
             package="user",
@@ -47,6 +57,10 @@ def generate_launch_description():
                 default_value=os.path.join(_config_dir(), "default.yaml"),
                 description="deployment YAML: a path, or a file name in share/user/config",
             ),
+            DeclareLaunchArgument(
+                "run_dir", default_value="", description="run directory (default: a fresh runs/<name>[-n])"
+            ),
+            DeclareLaunchArgument("resume", default_value="false", description="true: continue the run in run_dir"),
             OpaqueFunction(function=_nodes),
         ]
     )

@@ -25,10 +25,10 @@ class Recorder:
 
 
 class LaunchConfiguration(Recorder):
-    value = ""
+    values: dict[str, str] = {}
 
     def perform(self, _context: Any) -> str:
-        return LaunchConfiguration.value
+        return LaunchConfiguration.values.get(self.args[0], "")
 
 
 def _stand_ins(share: Path) -> dict[str, types.ModuleType]:
@@ -68,14 +68,16 @@ def launch_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module.RUN_DIR = tmp_path / "run"  # type: ignore[attr-defined]
     return module
 
 
-def _nodes(launch_module: Any, config: str) -> list[Recorder]:
+def _nodes(launch_module: Any, config: str, run_dir: Path | None = None) -> list[Recorder]:
     description = launch_module.generate_launch_description()
-    declare, opaque = description.args[0]
-    assert declare.args == ("config",) and declare.kwargs["default_value"].endswith("config/default.yaml")
-    LaunchConfiguration.value = config
+    *declares, opaque = description.args[0]
+    assert [d.args[0] for d in declares] == ["config", "run_dir", "resume"]
+    assert declares[0].kwargs["default_value"].endswith("config/default.yaml")
+    LaunchConfiguration.values = {"config": config, "run_dir": str(run_dir or launch_module.RUN_DIR)}
     return opaque.kwargs["function"](context=None)
 
 

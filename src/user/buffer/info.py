@@ -15,6 +15,7 @@ class RobotInfo:
     episodes: int
     transitions: int
     success_rate: float
+    last_episode_id: int = -1  # the robot's highest stored episode id (a resumed robot continues after it)
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,10 @@ def _info(index: Index, directory: Path) -> BufferInfo:
         "SELECT COUNT(*), SUM(success), SUM(NOT is_demo), SUM(success AND NOT is_demo) FROM episodes"
     )[0]
     robots = {
-        robot: RobotInfo(int(eps), int(steps or 0), _rate(succ, eps))
-        for robot, eps, steps, succ in index.fetchall(
-            "SELECT robot_id, COUNT(*), SUM(steps), SUM(success) FROM episodes GROUP BY robot_id ORDER BY robot_id"
+        robot: RobotInfo(int(eps), int(steps or 0), _rate(succ, eps), int(last))
+        for robot, eps, steps, succ, last in index.fetchall(
+            "SELECT robot_id, COUNT(*), SUM(steps), SUM(success), MAX(episode_id) FROM episodes "
+            "GROUP BY robot_id ORDER BY robot_id"
         )
     }
     states = dict(index.fetchall("SELECT state, COUNT(*) FROM segments GROUP BY state"))

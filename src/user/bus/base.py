@@ -100,6 +100,10 @@ class Bus(Protocol):
         """Topics currently published or subscribed anywhere, with their types."""
         ...
 
+    def count_subscribers(self, topic: str, timeout_s: float = 0.5) -> int:
+        """Subscriptions to `topic` anywhere in the graph (as rclpy's Node.count_subscribers)."""
+        ...
+
     def close(self) -> None: ...
 
 

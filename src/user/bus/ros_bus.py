@@ -211,6 +211,10 @@ class RosBus:
         timer = self.node.create_timer(TOKEN_POLL_S, poll)
         return _RosHandle(lambda: self.node.destroy_timer(timer))
 
+    def count_subscribers(self, topic: str, timeout_s: float = 0.5) -> int:
+        del timeout_s  # rclpy answers from its local graph cache
+        return int(self.node.count_subscribers(topic))
+
     def topic_names_and_types(self, timeout_s: float = 0.5) -> dict[str, list[str]]:
         return {name: list(types) for name, types in self.node.get_topic_names_and_types()}
 

@@ -306,6 +306,10 @@ class ZenohBus:
         with lock:
             return sorted(key for key, up in alive.items() if up)
 
+    def count_subscribers(self, topic: str, timeout_s: float = 0.5) -> int:
+        full = mangle(resolve(topic, self.namespace))
+        return len(self._live_tokens(f"{GRAPH_PREFIX}/sub/{full}/**", timeout_s))
+
     def topic_names_and_types(self, timeout_s: float = 0.5) -> dict[str, list[str]]:
         found: dict[str, set[str]] = {}
         for key in self._live_tokens(f"{GRAPH_PREFIX}/*/**", timeout_s):

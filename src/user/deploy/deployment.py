@@ -56,7 +56,7 @@ class Deployment:
     name: str  # deployment name, used for the run/log directory
     nodes: list[NodeConfig]  # started in this order, stopped in reverse
     router: RouterConfig = field(default_factory=RouterConfig)
-    log_dir: str = "runs/{name}/logs"  # per-node log files; {name} is the deployment name
+    log_dir: str = "{run_dir}/logs"  # per-node log files; {run_dir}, {name} are filled in (user.deploy.run_dir)
     shutdown_timeout_s: float = 5.0  # per node: SIGINT, then SIGTERM, then SIGKILL after this
 
     def __post_init__(self) -> None:

@@ -94,7 +94,8 @@ class Supervisor:
 
     def __init__(self, deployment: Deployment, log_dir: Path | None = None) -> None:
         self.deployment = deployment
-        self.log_dir = log_dir or Path(deployment.log_dir.format(name=deployment.name))
+        default = deployment.log_dir.replace("{run_dir}", f"runs/{deployment.name}").replace("{name}", deployment.name)
+        self.log_dir = log_dir or Path(default)  # unbound deployments (no run directory) log under runs/<name>
         self.children: list[Child] = []
         self.router: Child | None = None
         self.stop_event = threading.Event()

@@ -16,6 +16,10 @@ KINDS: dict[str, str] = {
     "expert": "user.nodes.expert:ExpertNode",
     "teleop": "user.nodes.teleop:TeleopNode",
     "pedal": "user.nodes.pedal:PedalNode",
+    "reward": "user.nodes.reward:RewardNode",
+    "learner": "user.nodes.learner:LearnerNode",
+    "rollout": "user.nodes.rollout:RolloutNode",
+    "monitor": "user.nodes.monitor:MonitorNode",
 }
 
 

@@ -34,6 +34,9 @@ class ExpertParams:
     role: Literal["policy", "human"] = setting("policy", "policy: publish actions; human: publish interventions")
     steps: list[int] = setting([], "role human: only answer observations of these steps (empty: all)")  # noqa: RUF009
     policy_version: int = setting(0, "policy version written into the actions", min=0)
+    until_episode: int = setting(
+        0, "answer only episodes with ids below this (demos before a learned policy takes over); 0 = all", min=0
+    )
     namespace: str = setting("", "topic prefix; empty = /<robot_id>")
 
 
@@ -63,6 +66,8 @@ class ExpertNode(Node):
     def _on_observation(self, msg: Any) -> None:
         obs = observation_from_msg(msg)
         if self._steps and obs.step not in self._steps:
+            return
+        if self.params.until_episode and obs.episode_id >= self.params.until_episode:
             return
         if obs.task != self.params.task:
             self._warn_once(f"observation is for task {obs.task!r}, this expert knows {self.params.task!r}")

@@ -31,7 +31,7 @@ from user.config.strict import ConfigError, setting
 from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
-from user.interfaces.episodes import EpisodeEvent
+from user.interfaces.episodes import RESET_SEED_DEFAULT, EpisodeEvent
 from user.interfaces.stamps import header
 from user.node.node import Node
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
@@ -66,6 +66,9 @@ class RobotNodeParams:
     reset_timeout_s: float = setting(10.0, "reset service: longest wait for the control loop to reset, s", min=0.1)
     namespace: str = setting("", "topic prefix; empty = /<robot_id>")
     estop_topic: str = setting(ESTOP_TOPIC, "e-stop topic (std_msgs/Bool, latched); arms only")
+    wait_for_consumer_s: float = setting(
+        0.0, "before the first episode, wait up to this long for a subscriber of the transitions topic", min=0.0
+    )
 
     def __post_init__(self) -> None:
         if self.namespace and not self.namespace.startswith("/"):
@@ -178,8 +181,23 @@ class RobotNode(Node):
 
     # ---- control thread --------------------------------------------------------------------------
 
+    def _wait_for_consumer(self) -> None:
+        """So that no episode streams into the void while the learner (or a recorder) is still starting."""
+        topic = self._pub_transition.topic
+        deadline = time.monotonic() + self.params.wait_for_consumer_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if self.bus.count_subscribers(topic, timeout_s=0.2) > 0:
+                self.log.info("%s has a subscriber: starting", topic)
+                return
+        if not self._stop.is_set():
+            self.log.warning(
+                "nobody subscribed to %s within %.0f s: starting anyway", topic, self.params.wait_for_consumer_s
+            )
+
     def _run(self) -> None:
         try:
+            if self.params.wait_for_consumer_s > 0:
+                self._wait_for_consumer()
             self._reset(None)
             while not self._stop.is_set():
                 self._period()
@@ -191,7 +209,10 @@ class RobotNode(Node):
         with self._lock:
             request, self._reset_request = self._reset_request, None
         if request is not None:
-            self._reset(None if request < 0 else request, use_default_seed=False)
+            if request == RESET_SEED_DEFAULT:
+                self._reset(None)
+            else:
+                self._reset(None if request < 0 else request, use_default_seed=False)
             with self._reset_done:
                 self._resets_served += 1
                 self._reset_done.notify_all()

@@ -9,6 +9,7 @@ a held-out split. `LearnedReward` thresholds the success probability: in step mo
 from __future__ import annotations
 
 import logging
+import pickle
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -88,10 +89,13 @@ class SuccessClassifier:
     def load(path: str | Path) -> SuccessClassifier:
         try:
             blob: dict[str, Any] = torch.load(Path(path), map_location="cpu", weights_only=True)
-        except (OSError, RuntimeError) as exc:
+        except (OSError, RuntimeError, pickle.UnpicklingError) as exc:
             raise RewardError(f"{path}: cannot read the reward classifier ({exc})") from exc
-        clf = SuccessClassifier(from_mapping(ClassifierConfig, blob["config"], where=str(path)))
-        clf.net.load_state_dict(blob["state_dict"])
+        try:
+            clf = SuccessClassifier(from_mapping(ClassifierConfig, blob["config"], where=str(path)))
+            clf.net.load_state_dict(blob["state_dict"])
+        except (KeyError, TypeError, RuntimeError) as exc:
+            raise RewardError(f"{path}: not a reward classifier written by `user train-reward` ({exc})") from exc
         return clf
 
     def fit(self, frames: npt.NDArray[np.uint8], labels: npt.NDArray[np.bool_]) -> TrainReport:

@@ -89,6 +89,11 @@ class WeightSubscriber:
         with self._changed:
             return None if self._pending is None else self._pending.version
 
+    def snapshot(self) -> FlatWeights:
+        """A copy of the weights in use now, with their version (consistent: never half applied)."""
+        with self._changed:
+            return self.policy.get_weights()
+
     def at_episode_boundary(self) -> bool:
         """Call between episodes: applies the newest received version, if any. True when one was applied."""
         with self._changed:

@@ -1,0 +1,108 @@
+"""What a learner trains and how: the policy, the algorithm and the pacing against incoming data.
+
+One `LearningConfig` is shared by the learner (which trains) and the rollout nodes (which act): both build
+the policy from `policy`, so the weights the learner publishes fit the policy a robot site runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from user.algorithms.base import Algorithm
+from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig
+from user.algorithms.rlpd import RLPD, RLPDConfig
+from user.algorithms.sac import SAC, SACConfig
+from user.config.strict import ConfigError, setting
+from user.learner.state_select import PRIVILEGED_PREFIX, StateSelector
+from user.policies.cnn import CNNPolicy, CNNPolicyConfig
+from user.policies.gaussian import GaussianPolicy
+from user.policies.mlp import MLPPolicy, MLPPolicyConfig
+
+AlgorithmKind = Literal["rlpd", "sac", "hg_dagger"]
+PolicyKind = Literal["mlp", "cnn"]
+
+
+@dataclass(frozen=True)
+class LearningConfig:
+    """The policy and algorithm of a run (shared by learner and rollout)."""
+
+    policy_id: str = setting("policy", "name of the policy; weight chunks carry it, subscribers check it")
+    policy_kind: PolicyKind = setting("mlp", "mlp: state only; cnn: camera images + state")  # noqa: RUF009
+    mlp: MLPPolicyConfig = setting(  # noqa: RUF009 - frozen
+        MLPPolicyConfig(state_dim=17, action_dim=7), "policy_kind mlp: the network"
+    )
+    cnn: CNNPolicyConfig = setting(CNNPolicyConfig(), "policy_kind cnn: the network")  # noqa: RUF009 - frozen
+    algorithm: AlgorithmKind = setting("rlpd", "rlpd, sac or hg_dagger")  # noqa: RUF009
+    rlpd: RLPDConfig = setting(RLPDConfig(), "algorithm rlpd: its settings")  # noqa: RUF009 - frozen
+    sac: SACConfig = setting(SACConfig(), "algorithm sac: its settings")  # noqa: RUF009 - frozen
+    hg_dagger: HGDaggerConfig = setting(HGDaggerConfig(), "algorithm hg_dagger: its settings")  # noqa: RUF009
+    exclude_state_prefixes: tuple[str, ...] = setting(
+        (PRIVILEGED_PREFIX,), "state entries whose names start with these are hidden from the policy"
+    )
+    seed: int = setting(0, "seed of the algorithm's random draws")
+
+    @property
+    def state_dim(self) -> int:
+        return self.mlp.state_dim if self.policy_kind == "mlp" else self.cnn.state_dim
+
+    def build_policy(self) -> GaussianPolicy:
+        """A fresh policy (random init from its seed)."""
+        if self.policy_kind == "mlp":
+            return MLPPolicy(self.mlp)
+        return CNNPolicy(self.cnn)
+
+    def build_algorithm(self, policy: GaussianPolicy) -> Algorithm:
+        """The algorithm that trains `policy` (only the learner calls this)."""
+        if self.algorithm == "rlpd":
+            return RLPD(policy, self.rlpd, seed=self.seed)
+        if self.algorithm == "sac":
+            return SAC(policy, self.sac, seed=self.seed)
+        return HGDagger(policy, self.hg_dagger)
+
+    def state_selector(self) -> StateSelector:
+        return StateSelector(self.exclude_state_prefixes, self.state_dim)
+
+    @property
+    def batch_size(self) -> int:
+        """Rows per `update` call."""
+        if self.algorithm == "rlpd":
+            return self.rlpd.batch_size
+        if self.algorithm == "sac":
+            return self.sac.batch_size
+        return self.hg_dagger.bc.batch_size
+
+    @property
+    def gradient_steps_per_update(self) -> int:
+        """Gradient (critic) steps one `update` call takes."""
+        if self.algorithm == "rlpd":
+            return self.rlpd.utd_ratio
+        if self.algorithm == "sac":
+            return self.sac.utd_ratio
+        return 1
+
+
+@dataclass(frozen=True)
+class PacingConfig:
+    """How much the learner trains per transition received, and when it publishes."""
+
+    mode: Literal["async", "sync"] = setting(
+        "async", "async: train continuously beside collection; sync: collect an episode, then train, then sync"
+    )
+    updates_per_step: float = setting(
+        1.0, "gradient (critic) steps per environment transition received: the update-to-data ratio", min=0.0
+    )
+    min_transitions: int = setting(256, "transitions stored (demos included) before the first update", min=1)
+    publish_every: int = setting(
+        50, "async: publish the policy every this many update calls (sync: after every training phase)", min=1
+    )
+    weight_dtype: Literal["float32", "float16", "bfloat16"] = setting("float32", "dtype of published weights")
+    sample_timeout_s: float = setting(0.5, "longest wait for a batch before the loop checks for shutdown", min=0.01)
+
+
+def check_batch_split(learning: LearningConfig) -> None:
+    """An update call's batch must split into its gradient steps."""
+    if learning.batch_size < learning.gradient_steps_per_update:
+        raise ConfigError(
+            f"batch_size {learning.batch_size} cannot be split into {learning.gradient_steps_per_update} gradient steps"
+        )

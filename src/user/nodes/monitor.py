@@ -1,0 +1,105 @@
+"""`monitor` node: live progress of a run on the console (and in its log file).
+
+Every `period_s` it prints one line: episodes and recent success rate per robot (from
+`/<robot>/episode_events`), and the learner's gradient steps per second, policy version, buffer size and
+idle fraction (from `stats_topic`). It only listens, so any number of monitors can watch one run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from user.bus.base import Bus
+from user.config.strict import ConfigError, setting
+from user.interfaces.episodes import EpisodeKind, episode_event_from_msg
+from user.node.node import Node
+
+
+@dataclass
+class MonitorParams:
+    robots: list[str] = setting([], "robot ids to follow")  # noqa: RUF009 - copied
+    stats_topic: str = setting("/learner/stats", "the learner's TrainingStats topic")
+    period_s: float = setting(5.0, "seconds between progress lines", min=0.1)
+    window: int = setting(20, "episodes the recent success rate is computed over", min=1)
+
+    def __post_init__(self) -> None:
+        if not self.robots:
+            raise ConfigError("robots: list at least one robot id to follow")
+
+
+@dataclass
+class RobotProgress:
+    episodes: int = 0
+    successes: int = 0
+    interventions: int = 0
+    recent: deque[bool] = field(default_factory=deque)
+    last_version: int = 0
+
+
+class MonitorNode(Node):
+    """Listens to episode events and training stats; prints a progress line periodically."""
+
+    Params = MonitorParams
+
+    def __init__(self, bus: Bus) -> None:
+        super().__init__(bus)
+        p = self.params = self.declare_parameters(MonitorParams)
+        self.robots = {r: RobotProgress(recent=deque(maxlen=p.window)) for r in p.robots}
+        self.stats: dict[str, float] = {}
+        self.lines: list[str] = []  # every line printed, for tests
+        self._lock = threading.Lock()
+        for robot in p.robots:
+            self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
+        self.create_subscription(p.stats_topic, "user/msg/TrainingStats", self._on_stats)
+        self.create_timer(p.period_s, self._report)
+
+    def _on_event(self, msg: Any) -> None:
+        event = episode_event_from_msg(msg)
+        progress = self.robots.get(event.robot_id)
+        if progress is None or event.kind is not EpisodeKind.END:
+            return
+        with self._lock:
+            progress.episodes += 1
+            progress.successes += int(event.success)
+            progress.interventions += event.interventions
+            progress.recent.append(event.success)
+            progress.last_version = event.policy_version
+
+    def _on_stats(self, msg: Any) -> None:
+        values = dict(zip(msg.names, (float(v) for v in msg.values), strict=False))
+        with self._lock:
+            self.stats = {
+                **values,
+                "updates": float(msg.updates),
+                "policy_version": float(msg.policy_version),
+                "buffer": float(msg.buffer_transitions),
+                "env_steps": float(msg.env_steps),
+                "updates_per_second": float(msg.updates_per_second),
+            }
+
+    def line(self) -> str:
+        with self._lock:
+            parts = []
+            for robot, pr in self.robots.items():
+                rate = sum(pr.recent) / len(pr.recent) if pr.recent else 0.0
+                parts.append(
+                    f"{robot}: {pr.episodes} ep, success {rate:.0%} (last {len(pr.recent)}), v{pr.last_version}"
+                )
+            s = self.stats
+            if s:
+                parts.append(
+                    f"learner: {s['updates_per_second']:.1f} steps/s, {s['updates']:.0f} steps, "
+                    f"policy v{s['policy_version']:.0f}, buffer {s['buffer']:.0f}, "
+                    f"idle {s.get('idle_fraction', 0.0):.0%}"
+                )
+            else:
+                parts.append("learner: no stats yet")
+        return " | ".join(parts)
+
+    def _report(self) -> None:
+        text = self.line()
+        self.lines.append(text)
+        self.log.info("%s", text)

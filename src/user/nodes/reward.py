@@ -1,0 +1,239 @@
+"""`reward` node: sits between a robot and the learner and writes the configured reward into transitions.
+
+Topics (prefix `namespace`, default `/<robot_id>`):
+
+- `transitions` (user/msg/Transition, RELIABLE, subscribed): what the robot streams;
+- `transitions/rewarded` (user/msg/Transition, RELIABLE): the same transitions, in the same order, with
+  `reward` replaced (and `success`/`terminated`/`truncated` where the source judges the outcome);
+- `/human_reward` (user/msg/HumanReward, RELIABLE, subscribed; source `human` only).
+
+Sources (`source`):
+
+- `human`: the sum of the pedal/keyboard presses stamped inside the step's time window (0 without one);
+  an EPISODE_END press ends the episode at its step (`terminated`, `success` = the press's). Transitions
+  are held `latency_s` after they arrive so that late presses still land on their step, then released
+  in order; see `user.rewards.online` for the windows and clocks.
+- `rule`: `RuleReward` (distance of the tool to a target pose) on the next observation.
+- `classifier`: `LearnedReward` (the success classifier file at `classifier_path`) on the next observation.
+- `task`: the robot's own reward, unchanged (so a deployment can always route through a reward node).
+
+A terminal-mode rule or classifier scores only an episode's last step and there also judges the outcome
+(`success`; `terminated` when successful). Nothing is dropped silently: malformed messages
+(`malformed_messages`), presses with an unknown mode (`bad_presses`) or for another robot
+(`foreign_presses`), presses that match no step (`unmatched_presses`), steps whose stamps give no window
+(`bad_windows`, released with no human reward) and transitions a rule/classifier cannot score
+(`unscored`, not forwarded: a wrong reward would poison the buffer unnoticed) are logged and counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from user.bus.base import RELIABLE, Bus
+from user.config.strict import ConfigError, from_mapping, setting
+from user.interfaces.domain import Transition, transition_from_msg
+from user.node.node import Node
+from user.rewards.base import Reward, RewardError, RewardMode
+from user.rewards.human import HumanPress
+from user.rewards.online import HumanRewarder, Outcome, StepRewarder, is_terminal
+from user.rewards.rule import RuleReward, RuleRewardConfig
+
+CLOCK_MISMATCH_NS = 60_000_000_000  # a press this far from the robot's latest step means the clocks differ
+
+
+@dataclass
+class RewardNodeParams:
+    robot_id: str = setting("franka_sim", "robot whose transitions are rewarded; topics default to /<robot_id>/...")
+    source: Literal["human", "rule", "classifier", "task"] = setting(
+        "task", "human: pedal presses; rule: distance to a target pose; classifier: learned; task: the robot's"
+    )
+    namespace: str = setting("", "topic prefix; empty = /<robot_id>")
+    input_topic: str = setting("", "transitions in (user/msg/Transition); empty = <namespace>/transitions")
+    output_topic: str = setting("", "rewarded transitions out; empty = <namespace>/transitions/rewarded")
+    human_topic: str = setting("/human_reward", "source human: presses in (user/msg/HumanReward)")
+    latency_s: float = setting(
+        0.2, "source human: how long a transition waits for late presses after it arrived, s", min=0.0, max=10.0
+    )
+    settle_period_s: float = setting(
+        0.02, "source human: how often held transitions are checked for release, s", min=0.001, max=1.0
+    )
+    rule: dict[str, Any] = setting(  # noqa: RUF009 - copied per instance
+        {}, "source rule: settings of the rule reward (target_position, position_tolerance_m, mode, ...)"
+    )
+    classifier_path: str = setting("", "source classifier: local file written by `user train-reward`")
+    classifier_threshold: float = setting(
+        0.5, "source classifier: success when the probability is at least this", min=0.0, max=1.0
+    )
+    classifier_mode: Literal["step", "terminal"] = setting(
+        "step", "source classifier: step scores every step; terminal only an episode's last step"
+    )
+
+    def __post_init__(self) -> None:
+        if self.namespace and not self.namespace.startswith("/"):
+            raise ConfigError(f"namespace must start with '/', got {self.namespace!r}")
+        if self.source == "classifier" and not self.classifier_path:
+            raise ConfigError("source classifier needs classifier_path (a file written by `user train-reward`)")
+
+
+class RewardNode(Node):
+    """Transitions in, rewarded transitions out, in order; a thin adapter over `user.rewards.online`."""
+
+    Params = RewardNodeParams
+
+    def __init__(self, bus: Bus) -> None:
+        super().__init__(bus)
+        p = self.params = self.declare_parameters(RewardNodeParams)
+        ns = p.namespace or f"/{p.robot_id}"
+        self.input_topic = p.input_topic or f"{ns}/transitions"
+        self.output_topic = p.output_topic or f"{ns}/transitions/rewarded"
+        self._lock = threading.Lock()  # callbacks of one bus never overlap; this guards them against destroy()
+        self.received = 0  # transitions decoded
+        self.published = 0  # rewarded transitions sent
+        self.unscored = 0  # transitions the rule/classifier could not score (logged, not forwarded)
+        self.bad_presses = 0  # presses with an unknown mode
+        self.foreign_presses = 0  # presses for another robot
+        self.presses = 0  # presses accepted
+        self.scorer = StepRewarder(None)
+        self.human: HumanRewarder[Any] | None = None
+        if p.source == "human":
+            self.human = HumanRewarder(p.robot_id, p.latency_s, time.monotonic)
+        else:
+            reward = self._make_reward()
+            self.scorer = StepRewarder(reward, decides_outcome=reward is not None and is_terminal(reward))
+        self._pub = self.create_publisher(self.output_topic, "user/msg/Transition", RELIABLE)
+        self.create_subscription(self.input_topic, "user/msg/Transition", self._on_transition, RELIABLE)
+        if self.human is not None:
+            self.create_subscription(p.human_topic, "user/msg/HumanReward", self._on_press, RELIABLE)
+            self.create_timer(p.settle_period_s, self._settle)
+        self.log.info("rewarding %s -> %s with source %s", self.input_topic, self.output_topic, p.source)
+
+    def _make_reward(self) -> Reward | None:
+        p = self.params
+        if p.source == "rule":
+            return RuleReward(from_mapping(RuleRewardConfig, p.rule, where=f"parameters of node {self.name!r}: rule"))
+        if p.source == "classifier":
+            from user.rewards.classifier import LearnedReward, SuccessClassifier  # torch: only when needed
+
+            try:
+                classifier = SuccessClassifier.load(p.classifier_path)
+            except (RewardError, ConfigError) as exc:
+                raise ConfigError(f"classifier_path {p.classifier_path!r}: {exc}") from exc
+            return LearnedReward(classifier, p.classifier_threshold, RewardMode(p.classifier_mode))
+        return None  # task: the robot's reward
+
+    @property
+    def unmatched_presses(self) -> int:
+        return self.human.unmatched if self.human is not None else 0
+
+    @property
+    def bad_windows(self) -> int:
+        return self.human.bad_windows if self.human is not None else 0
+
+    # ---- bus callbacks ---------------------------------------------------------------------------
+
+    def _on_transition(self, msg: Any) -> None:
+        t = transition_from_msg(msg)
+        with self._lock:
+            self.received += 1
+            if self.human is None:
+                self._score_now(t, msg)
+                return
+            unmatched = self.human.unmatched
+            problem = self.human.add_transition(t, msg)
+            if problem is not None:
+                self.log.warning("human reward window: %s", problem)
+            self._report_unmatched(unmatched, "fell between steps")
+            if self.params.latency_s == 0.0:
+                self._release()
+
+    def _score_now(self, t: Transition, msg: Any) -> None:
+        try:
+            outcome = self.scorer(t)
+        except RewardError as exc:
+            self.unscored += 1
+            self.log.error(
+                "episode %d step %d: cannot compute the %s reward (%s); transition not forwarded",
+                t.episode_id,
+                t.step,
+                self.params.source,
+                exc,
+            )
+            return
+        self._publish(msg, outcome)
+
+    def _on_press(self, msg: Any) -> None:
+        try:
+            press = HumanPress.from_msg(msg)
+        except RewardError as exc:
+            with self._lock:
+                self.bad_presses += 1
+            self.log.warning("%s; press ignored", exc)
+            return
+        with self._lock:
+            if self.human is None:
+                return
+            if press.robot_id and press.robot_id != self.params.robot_id:
+                self.foreign_presses += 1
+                self.log.info(
+                    "press from %r is for robot %r, this node rewards %r; ignored",
+                    press.source,
+                    press.robot_id,
+                    self.params.robot_id,
+                )
+                return
+            self.presses += 1
+            self._check_clock(press)
+            unmatched = self.human.unmatched
+            self.human.add_press(press)
+            self._report_unmatched(unmatched, f"press from {press.source!r} at {press.stamp_ns} ns")
+
+    def _settle(self) -> None:
+        with self._lock:
+            self._release()
+
+    # ---- helpers (called with the lock held) ------------------------------------------------------
+
+    def _release(self) -> None:
+        if self.human is not None:
+            for msg, outcome in self.human.release():
+                self._publish(msg, outcome)
+
+    def _check_clock(self, press: HumanPress) -> None:
+        last = self.human.last_stamp_ns if self.human is not None else None
+        if last is not None and abs(press.stamp_ns - last) > CLOCK_MISMATCH_NS:
+            self.log.warning(
+                "press from %r is stamped %.1f s from the robot's latest step: are the pedal and the robot on "
+                "different clocks (a simulator stamps simulation time)? It will match no step",
+                press.source,
+                (press.stamp_ns - last) / 1e9,
+            )
+
+    def _report_unmatched(self, before: int, what: str) -> None:
+        if self.human is not None and self.human.unmatched > before:
+            self.log.warning(
+                "%d human reward press(es) matched no step (%s: too late, between steps or episodes)",
+                self.human.unmatched - before,
+                what,
+            )
+
+    def _publish(self, msg: Any, outcome: Outcome) -> None:
+        out = dataclasses.replace(
+            msg,
+            reward=float(outcome.reward),
+            success=outcome.success,
+            terminated=outcome.terminated,
+            truncated=outcome.truncated,
+        )
+        self._pub.publish(out)
+        self.published += 1
+
+    def destroy(self) -> None:
+        """Release every held transition now: a shutdown never loses one."""
+        with self._lock:
+            if self.human is not None:
+                for msg, outcome in self.human.flush():
+                    self._publish(msg, outcome)

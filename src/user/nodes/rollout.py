@@ -1,0 +1,221 @@
+"""`rollout` node: the learned policy at the robot site. Observations in, actions out, for several robots.
+
+For every robot in `robots` it subscribes `/<robot>/observation` and answers each observation with an
+action on `/<robot>/action`, stamped with the episode, the step and the policy version that produced it.
+Observations that arrive together (several robots, one control tick) are answered with ONE batched forward
+pass per policy version.
+
+Weights arrive on `weights_topic` (`user.sync`): the newest complete version is kept, and each robot is
+pinned to the version that was newest when its episode started (`apply: episode_boundary`, the default,
+since mid-episode changes destabilise learning), or follows the newest at every step (`apply: immediate`).
+Robots on different versions are served from different policy copies, so one robot's episode boundary never
+changes another's policy mid-episode.
+
+Until the first weights arrive (`wait_for_weights`) the node does not answer: the robot holds. Episodes
+with ids below `start_episode` are left to another actor (e.g. a scripted expert recording demos).
+
+`mode: sync` (the baseline of the pipeline benchmark): robots run with `auto_reset: false`; when an
+episode ends, this node waits for a policy version newer than the one that episode used (the learner
+trains on the episode, then publishes) and only then asks the robot to reset. Robots wait; that is the
+point of the baseline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from user.bus.base import BEST_EFFORT, RELIABLE, Bus
+from user.config.strict import ConfigError, setting
+from user.interfaces.domain import Action, Observation, action_to_msg, observation_from_msg
+from user.interfaces.episodes import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
+from user.learner.config import LearningConfig
+from user.learner.state_select import StateSelectionError
+from user.node.node import Node
+from user.policies.base import Policy
+from user.robot_loop.gate import SOURCE_POLICY
+from user.sync.subscriber import WeightSubscriber
+
+JOIN_TIMEOUT_S = 3.0
+LATENCY_WINDOW = 10_000  # observation->action latencies kept for percentiles
+
+
+@dataclass
+class RolloutParams:
+    robots: list[str] = setting([], "robot ids this node acts for")  # noqa: RUF009 - copied
+    learning: LearningConfig = setting(LearningConfig(), "policy (must match the learner's)")  # noqa: RUF009
+    weights_topic: str = setting("/policy/weights", "where the learner publishes weights")
+    apply: Literal["episode_boundary", "immediate"] = setting(
+        "episode_boundary", "when a robot switches to new weights"
+    )
+    deterministic: bool = setting(False, "act with the mean action (evaluation) instead of sampling (exploration)")
+    wait_for_weights: bool = setting(True, "do not act before the first weights arrived (the robot holds)")
+    start_episode: int = setting(0, "answer only episodes with this id or later (earlier: demos by an expert)", min=0)
+    mode: Literal["async", "sync"] = setting("async", "sync: reset robots only after the learner published")
+    sync_timeout_s: float = setting(600.0, "sync: longest wait for the learner's next version, s", min=0.1)
+    reset_timeout_s: float = setting(15.0, "sync: reset service deadline, s", min=0.1)
+    torch_threads: int = setting(1, "torch CPU threads for inference", min=1)
+
+    def __post_init__(self) -> None:
+        if not self.robots:
+            raise ConfigError("robots: list at least one robot id to act for")
+
+
+class RolloutNode(Node):
+    """Batched policy inference for several robots, versioned weights, episode-boundary switching."""
+
+    Params = RolloutParams
+
+    def __init__(self, bus: Bus) -> None:
+        super().__init__(bus)
+        p = self.params = self.declare_parameters(RolloutParams)
+        torch.set_num_threads(p.torch_threads)
+        self.latest = p.learning.build_policy()
+        self.selector = p.learning.state_selector()
+        self.weights = WeightSubscriber(
+            self, self.latest, policy_id=p.learning.policy_id, topic=p.weights_topic, apply="immediate"
+        )
+        self._policies: dict[int, Policy] = {}  # version -> a policy copy some robot is pinned to
+        self._pinned: dict[str, int] = {}  # robot -> version it acts with
+        self._episode: dict[str, int] = {}  # robot -> episode id of its pinned version
+        self._pending: dict[str, tuple[Observation, float]] = {}  # robot -> newest unanswered (obs, received)
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self.answered = 0
+        self.skipped = 0  # observations not answered (no weights yet, demo episodes, bad state)
+        self.latencies_s: deque[float] = deque(maxlen=LATENCY_WINDOW)  # receive -> publish, per observation
+        self.batch_sizes: deque[int] = deque(maxlen=LATENCY_WINDOW)
+        self._warned: set[str] = set()
+        self._pubs = {r: self.create_publisher(f"/{r}/action", "user/msg/Action", RELIABLE) for r in p.robots}
+        for robot in p.robots:
+            self.create_subscription(f"/{robot}/observation", "user/msg/Observation", self._on_observation, BEST_EFFORT)
+            if p.mode == "sync":
+                self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
+        self._worker = threading.Thread(target=self._serve, name="rollout", daemon=True)
+        self._worker.start()
+
+    # ---- bus callbacks --------------------------------------------------------------------------
+
+    def _on_observation(self, msg: Any) -> None:
+        obs = observation_from_msg(msg)
+        if obs.robot_id not in self._pubs:
+            return
+        with self._cond:
+            self._pending[obs.robot_id] = (obs, time.monotonic())
+            self._cond.notify()
+
+    def _on_event(self, msg: Any) -> None:
+        event = episode_event_from_msg(msg)
+        if event.kind is EpisodeKind.END:  # the learner trains on this episode, then publishes a newer version
+            threading.Thread(target=self._sync_reset, args=(event.robot_id, self.weights.version), daemon=True).start()
+
+    # ---- inference thread -----------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            with self._cond:
+                if not self._pending:
+                    self._cond.wait(0.1)
+                pending, self._pending = self._pending, {}
+            if pending:
+                try:
+                    self._answer(list(pending.values()))
+                except Exception as exc:  # never let one bad batch stop serving
+                    self.log.exception("inference failed: %s", exc)
+
+    def _answer(self, items: list[tuple[Observation, float]]) -> None:
+        if self.params.wait_for_weights and self.weights.received_versions == 0:
+            self.skipped += len(items)
+            return
+        groups: dict[int, list[tuple[Observation, float, np.ndarray]]] = {}
+        for obs, received in items:
+            if obs.episode_id < self.params.start_episode:
+                self.skipped += 1
+                continue
+            try:
+                state = self.selector.select(obs.state, obs.state_names)
+            except StateSelectionError as exc:
+                self.skipped += 1
+                self._warn_once(obs.robot_id, f"cannot act for {obs.robot_id}: {exc}")
+                continue
+            version = self._version_for(obs)
+            groups.setdefault(version, []).append((obs, received, state))
+        for version, group in groups.items():
+            policy = self._policies[version]
+            states = np.stack([s for _, _, s in group])
+            with torch.no_grad():
+                actions = policy.act_tensor(
+                    policy.preprocess(states, {}), deterministic=self.params.deterministic
+                ).numpy()
+            for (obs, received, _), data in zip(group, actions, strict=True):
+                action = Action(
+                    robot_id=obs.robot_id,
+                    episode_id=obs.episode_id,
+                    step=obs.step,
+                    data=data.astype(np.float32),
+                    stamp_ns=obs.stamp_ns,
+                    intervened=False,
+                    source=SOURCE_POLICY,
+                    policy_version=version,
+                )
+                self._pubs[obs.robot_id].publish(action_to_msg(action, self.codec))
+                self.latencies_s.append(time.monotonic() - received)
+                self.answered += 1
+            self.batch_sizes.append(len(group))
+
+    def _version_for(self, obs: Observation) -> int:
+        """The version `obs.robot_id` acts with now (pins a new one at an episode boundary)."""
+        robot = obs.robot_id
+        newest = self.weights.version
+        if self.params.apply == "immediate" or self._episode.get(robot) != obs.episode_id:
+            if newest not in self._policies:
+                copy = self.params.learning.build_policy()
+                copy.load_weights(self.weights.snapshot())
+                newest = copy.version
+                self._policies[newest] = copy
+            self._pinned[robot] = newest
+            self._episode[robot] = obs.episode_id
+            in_use = set(self._pinned.values())
+            for v in [v for v in self._policies if v not in in_use]:
+                del self._policies[v]
+        return self._pinned[robot]
+
+    # ---- sync mode ------------------------------------------------------------------------------
+
+    def _sync_reset(self, robot: str, version_at_end: int) -> None:
+        """After `robot`'s episode: wait for a policy newer than the one current when it ended, then reset."""
+        p = self.params
+        if not self.weights.wait_for_version(version_at_end + 1, p.sync_timeout_s):
+            self.log.error("%s: no policy newer than version %d within %.0f s", robot, version_at_end, p.sync_timeout_s)
+        if self._stop.is_set():
+            return
+        request = self.codec.msg_class("user/srv/Reset_Request")(robot_id=robot, seed=RESET_SEED_DEFAULT)
+        try:
+            response = self.call_service(f"/{robot}/reset", "user/srv/Reset", request, p.reset_timeout_s)
+        except Exception as exc:
+            self.log.error("%s: reset failed: %s", robot, exc)
+            return
+        if not response.success:
+            self.log.error("%s: reset refused: %s", robot, response.message)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.log.error("%s", message)
+
+    def latency_percentile(self, q: float) -> float:
+        """Receive-to-publish latency percentile `q` (0..100) over the recent window, seconds."""
+        return float(np.percentile(np.asarray(self.latencies_s), q)) if self.latencies_s else float("nan")
+
+    def destroy(self) -> None:
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        self._worker.join(JOIN_TIMEOUT_S)
+        self.weights.close()
