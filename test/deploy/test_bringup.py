@@ -50,7 +50,9 @@ def test_bringup_starts_router_and_nodes_and_sigint_stops_all(tmp_path: Path) ->
     out = tmp_path / "bringup.out"
     with open(out, "wb") as f:
         proc = subprocess.Popen(
-            user_cmd("bringup", str(_deployment(tmp_path, endpoint))), stdout=f, stderr=subprocess.STDOUT
+            user_cmd("bringup", str(_deployment(tmp_path, endpoint)), "--run-dir", str(tmp_path / "run")),
+            stdout=f,
+            stderr=subprocess.STDOUT,
         )
     listener_log = tmp_path / "logs" / "listener.log"
     try:
@@ -87,7 +89,7 @@ def test_failing_node_is_respawned_then_given_up(tmp_path: Path) -> None:
     out = tmp_path / "bringup.out"
     with open(out, "wb") as f:
         proc = subprocess.Popen(
-            user_cmd("bringup", str(_deployment(tmp_path, endpoint, broken))),
+            user_cmd("bringup", str(_deployment(tmp_path, endpoint, broken)), "--run-dir", str(tmp_path / "run")),
             stdout=f,
             stderr=subprocess.STDOUT,
         )
@@ -107,6 +109,8 @@ def test_failing_node_is_respawned_then_given_up(tmp_path: Path) -> None:
 def test_bad_deployment_is_refused_naming_key_and_file(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("name: x\nnodes:\n  - name: a\n    kind: talker\n    parms: {}\n")
-    proc = subprocess.run(user_cmd("bringup", str(path)), capture_output=True, timeout=30)
+    proc = subprocess.run(
+        user_cmd("bringup", str(path), "--run-dir", str(tmp_path / "run")), capture_output=True, timeout=30
+    )
     assert proc.returncode == 2
     assert str(path).encode() in proc.stderr and b"unknown key 'parms'" in proc.stderr
