@@ -134,3 +134,45 @@ def test_sync_mode_trains_between_episodes_while_the_robot_waits(nodes: Callable
     steps = learner.trainer.counters.gradient_steps
     stored = len(buf)
     assert updates_per_step * (stored - 64 - 100) - 1 <= steps <= updates_per_step * stored + 1, (steps, stored)
+
+
+def test_interventions_are_flagged_stored_and_imitated_by_hg_dagger(nodes: Callable[..., Any], tmp_path: Path) -> None:
+    from user.nodes.expert import ExpertNode
+    from user.nodes.learner import LearnerNode
+    from user.nodes.robot import RobotNode
+    from user.nodes.rollout import RolloutNode
+    from user.policies.base import PolicyInput
+
+    robot = "arm_hg"
+    learning = {"mlp": {"state_dim": 17, "action_dim": 7, "hidden": [64, 64]}, "algorithm": "hg_dagger",
+                "hg_dagger": {"bc": {"lr": 1e-3, "batch_size": 64}}}  # fmt: skip
+    params = _learner_params(robot, tmp_path / "run", publish_every=20, updates_per_step=2.0)
+    params["learning"] = learning
+    learner = nodes(LearnerNode, "learner", params)
+    nodes(RolloutNode, "rollout", {"robots": [robot], "learning": learning, "deterministic": True})
+    nodes(ExpertNode, "human", {"robot_id": robot, "task": "peg_insertion", "role": "human",
+                                "steps": list(range(20))})  # fmt: skip
+    nodes(RobotNode, "robot", _robot_params(robot))
+    assert wait_until(lambda: learner.trainer.counters.update_calls >= 300 and learner.counters.episodes >= 3, 90.0)
+    assert learner.trainer.failed is None
+
+    buf = learner.buffer
+    flagged = buf.get(buf.query(TransitionQuery(intervened=True)))
+    assert flagged and all(t.action.source == 1 and not t.is_demo for t in flagged)  # SOURCE_HUMAN
+    assert {t.observation.step for t in flagged} >= set(range(20))
+    plain = buf.get(buf.query(TransitionQuery(intervened=False)))
+    assert plain and all(t.action.source == 0 for t in plain)  # the rest was the policy's
+
+    # HG-DAgger trained on the human's actions: the policy now imitates them far better than at version 1
+    selector = learner.trainer.selector
+    states = [selector.select(t.observation.state, t.observation.state_names) for t in flagged]
+    human = np.stack([t.action.data for t in flagged])
+    initial = learner.params.learning.build_policy()  # same seed: the weights published as version 1
+
+    def error(policy: Any) -> float:
+        acts = np.stack([policy.act(PolicyInput(s), deterministic=True) for s in states])
+        return float(np.mean((acts - human) ** 2))
+
+    with learner.trainer.locked():
+        trained = error(learner.policy)
+    assert trained < 0.5 * error(initial), (trained, error(initial))
