@@ -21,6 +21,7 @@ from user.buffer import (
     StorageConfig,
     TransitionQuery,
 )
+from user.buffer.errors import BufferError
 from user.buffer.metadata import read_metadata
 
 
@@ -184,3 +185,21 @@ def test_read_only_sampling_waits_for_the_writer_with_a_deadline(tmp_path: Path)
         _fill(writer, 1, robots=("a",))
         assert len(reader.sample(timeout_s=5.0)) == 8  # found the new episode while waiting
         reader.close()
+
+
+def test_a_resent_episode_is_stored_whole_beside_a_live_one(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path / "b") as buf:
+        live = episode("r", 5, steps=4, images=False)
+        for t in live[:2]:
+            assert buf.add(t) is None  # episode 5 is being received live ...
+        resent = episode("r", 4, steps=3, images=False)
+        assert not buf.has_episode("r", 4)
+        buf.add_episode(resent)  # ... when the robot re-sends episode 4, which the learner missed
+        assert buf.add(live[2]) is None and buf.add(live[3]) is not None  # the live one is not disturbed
+        assert buf.has_episode("r", 4) and buf.has_episode("r", 5) and len(buf) == 7
+        stored = buf.get(range(len(buf)))
+        assert [(t.episode_id, t.step) for t in stored] == [(4, 0), (4, 1), (4, 2), (5, 0), (5, 1), (5, 2), (5, 3)]
+        with pytest.raises(BufferError, match="step 2 where step 1 was due"):
+            buf.add_episode([resent[0], resent[2]])
+        with pytest.raises(BufferError, match="does not end the episode"):
+            buf.add_episode(episode("r", 9, steps=3, images=False)[:2])

@@ -127,6 +127,19 @@ class ReplayBuffer:
             self.rate_limiter.insert(len(self.storage) - before)
         return episode
 
+    def add_episode(self, transitions: list[Transition], wall_ns: int | None = None) -> int:
+        """Store a whole episode at once (a robot's re-sent episode); returns its buffer episode number."""
+        episode = self._writer().add_episode(transitions, wall_ns)
+        self.rate_limiter.insert(len(transitions))
+        return episode
+
+    def has_episode(self, robot_id: str, episode_id: int) -> bool:
+        """Whether `robot_id`'s episode `episode_id` is stored."""
+        rows = self.storage.index.fetchall(
+            "SELECT 1 FROM episodes WHERE robot_id = ? AND episode_id = ? LIMIT 1", (robot_id, int(episode_id))
+        )
+        return bool(rows)
+
     def end_episode(self, robot_id: str) -> int | None:
         """Store `robot_id`'s episode now (operator reset without a done flag)."""
         before = len(self.storage)

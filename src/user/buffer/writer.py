@@ -105,6 +105,30 @@ class EpisodeWriter:
             return self._finish(robot)
         return None
 
+    def add_episode(self, transitions: list[Transition], wall_ns: int | None = None) -> int:
+        """Store one whole episode at once (a robot re-sending an unacknowledged episode), beside whatever
+        episode of the same robot is being received live. Steps must be 0..n-1 and the last one done."""
+        if not transitions:
+            raise BufferError("an episode needs at least one transition")
+        first = transitions[0]
+        name = f"{first.robot_id}/{first.episode_id}"
+        for k, t in enumerate(transitions):
+            if t.robot_id != first.robot_id or t.episode_id != first.episode_id:
+                raise BufferError(f"{name}: transition {k} belongs to {t.robot_id}/{t.episode_id}")
+            if t.step != k:
+                raise BufferError(f"{name}: step {t.step} where step {k} was due")
+        if not transitions[-1].done:
+            raise BufferError(f"{name}: the last transition does not end the episode")
+        if len(transitions) > self.config.max_episode_steps:
+            raise BufferError(f"{name}: longer than max_episode_steps={self.config.max_episode_steps}")
+        now = self._clock() if wall_ns is None else wall_ns
+        pending = _Pending(first.episode_id)
+        for t in transitions:
+            pending.transitions.append(t)
+            pending.payloads.append(self.codec.encode(transition_to_msg(t, self.codec)))
+            pending.wall_ns.append(now)
+        return self._commit(pending)
+
     def end_episode(self, robot_id: str) -> int | None:
         """End `robot_id`'s episode without a done flag (operator reset): its last step becomes truncated."""
         pending = self._pending.get(robot_id)

@@ -36,7 +36,7 @@ from user.buffer.config import BufferConfig, RateLimiterConfig
 from user.buffer.replay import ReplayBuffer
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
-from user.interfaces.domain import transition_from_msg
+from user.interfaces.domain import Transition, transition_from_msg
 from user.interfaces.stamps import header, now_ns
 from user.learner.checkpoint import Checkpoint, CheckpointStore, LearnerCounters
 from user.learner.config import LearningConfig, PacingConfig, check_batch_split
@@ -124,8 +124,12 @@ class LearnerNode(Node):
         self._steps_since_train = 0
         self._stop = threading.Event()
         self.rejected = 0  # transitions that could not be stored (logged with the reason)
+        self._acks = {r: self.create_publisher(f"/{r}/episode_acks", "user/msg/EpisodeAck", RELIABLE) for r in p.robots}
+        self._replays: dict[tuple[str, int], list[Transition]] = {}  # re-sent episodes being received
+        self.replayed_episodes = 0  # episodes stored from a robot's re-send (missed live)
         for robot in p.robots:
             self.create_subscription(f"/{robot}/{p.transitions_suffix}", "user/msg/Transition", self._on_transition)
+            self.create_subscription(f"/{robot}/transitions/replay", "user/msg/Transition", self._on_replay)
         self.create_service(f"/{self.name}/checkpoint", "user/srv/Checkpoint", self._on_checkpoint)
         self.create_service(f"/{self.name}/buffer_stats", "user/srv/BufferStats", self._on_buffer_stats)
         self.create_timer(p.stats_period_s, self._publish_stats)
@@ -240,10 +244,60 @@ class LearnerNode(Node):
             self.rejected += 1
             self.log.error("transition from %s refused: %s", getattr(msg, "robot_id", "?"), exc)
             return
+        if episode is not None:
+            self._acknowledge(transition.robot_id, transition.episode_id)
         if episode is not None and self.params.pacing.mode == "sync":
             with self._lock:
                 steps, self._steps_since_train = self._steps_since_train, 0
             self._sync_work.put(steps)
+
+    def _on_replay(self, msg: Any) -> None:
+        """A robot re-sends an episode it has no receipt for: store it unless it is stored already."""
+        try:
+            transition = transition_from_msg(msg)
+        except Exception as exc:
+            self.rejected += 1
+            self.log.error("re-sent transition refused: %s", exc)
+            return
+        key = (transition.robot_id, transition.episode_id)
+        if transition.step == 0:
+            self._replays[key] = []
+        steps = self._replays.setdefault(key, [])
+        steps.append(transition)
+        if not transition.done:
+            return
+        del self._replays[key]
+        with self._lock:
+            if self.buffer.has_episode(*key):
+                stored = False
+            else:
+                try:
+                    self.buffer.add_episode(steps)
+                except Exception as exc:  # incomplete re-send (a message lost): no receipt, the robot tries again
+                    self.log.warning("re-sent episode %s/%d not stored: %s", key[0], key[1], exc)
+                    return
+                stored = True
+                self.replayed_episodes += 1
+                self.counters.episodes += 1
+                self.counters.env_steps += len(steps)
+                self.counters.successes += int(steps[-1].success)
+        if stored:
+            self.log.info("stored re-sent episode %d of %s (%d steps)", key[1], key[0], len(steps))
+        self._acknowledge(*key)
+
+    def _acknowledge(self, robot_id: str, episode_id: int) -> None:
+        pub = self._acks.get(robot_id)
+        if pub is None:
+            return
+        pub.publish(
+            self.codec.msg_class("user/msg/EpisodeAck")(
+                header=header(now_ns(), "", self.codec),
+                robot_id=robot_id,
+                episode_id=episode_id,
+                stored=True,
+                message="",
+            )
+        )
 
     # ---- sync mode ------------------------------------------------------------------------------
 

@@ -1,0 +1,103 @@
+"""`EpisodeOutbox`: a robot keeps each completed episode until the learner acknowledges storing it.
+
+The robot streams transitions live; the learner answers each stored episode with a user/msg/EpisodeAck.
+An episode with no receipt `resend_after_s` after it ended (the learner was down, restarting, or the
+transitions were lost on the way) is handed out again by `due`, whole, to be re-sent on the replay topic;
+the learner stores it if it does not have it yet and acknowledges either way. The outbox is bounded: beyond
+`max_episodes` unacknowledged episodes the oldest is given up, loudly. Messages are kept as they were
+published (the transport's message objects), so a re-send is byte-for-byte the original.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+_log = logging.getLogger("user.robot_loop.outbox")
+
+
+@dataclass
+class _Episode:
+    messages: list[Any] = field(default_factory=list)
+    ended_at: float | None = None  # monotonic time the last transition was published
+    sent_at: float = 0.0  # last (re)send
+    resends: int = 0
+
+
+class EpisodeOutbox:
+    """Thread-safe: the control thread adds, the bus thread acknowledges, a timer asks what is due."""
+
+    def __init__(
+        self, max_episodes: int = 20, resend_after_s: float = 5.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if max_episodes < 1:
+            raise ValueError(f"max_episodes must be at least 1, got {max_episodes}")
+        self.max_episodes = max_episodes
+        self.resend_after_s = resend_after_s
+        self._clock = clock
+        self._episodes: OrderedDict[int, _Episode] = OrderedDict()
+        self._lock = threading.Lock()
+        self.acknowledged = 0
+        self.given_up = 0  # episodes dropped unacknowledged because the outbox was full
+        self.resent = 0  # episodes re-sent
+
+    def add(self, episode_id: int, message: Any, done: bool) -> None:
+        """One published transition of `episode_id`; `done` marks the episode's last."""
+        with self._lock:
+            episode = self._episodes.get(episode_id)
+            if episode is None:
+                episode = self._episodes[episode_id] = _Episode()
+                self._trim()
+            episode.messages.append(message)
+            if done:
+                episode.ended_at = episode.sent_at = self._clock()
+
+    def acknowledge(self, episode_id: int) -> bool:
+        """The learner has the episode; forget it. False when it was not (or no longer) held."""
+        with self._lock:
+            episode = self._episodes.get(episode_id)
+            if episode is None or episode.ended_at is None:
+                return False
+            del self._episodes[episode_id]
+            self.acknowledged += 1
+            return True
+
+    def discard(self, episode_id: int) -> None:
+        """Forget an episode that will never complete (e.g. the robot reset mid-episode without a done step)."""
+        with self._lock:
+            self._episodes.pop(episode_id, None)
+
+    def due(self) -> list[tuple[int, list[Any]]]:
+        """Completed, unacknowledged episodes whose last (re)send is `resend_after_s` old: (id, messages)."""
+        now = self._clock()
+        out = []
+        with self._lock:
+            for episode_id, episode in self._episodes.items():
+                if episode.ended_at is not None and now - episode.sent_at >= self.resend_after_s:
+                    episode.sent_at = now
+                    episode.resends += 1
+                    self.resent += 1
+                    out.append((episode_id, list(episode.messages)))
+        return out
+
+    def pending(self) -> list[int]:
+        """Ids of completed episodes still waiting for a receipt."""
+        with self._lock:
+            return [e for e, ep in self._episodes.items() if ep.ended_at is not None]
+
+    def _trim(self) -> None:
+        while len(self._episodes) > self.max_episodes + 1:  # + the episode being recorded
+            episode_id, episode = next(iter(self._episodes.items()))
+            del self._episodes[episode_id]
+            self.given_up += 1
+            _log.error(
+                "outbox full (%d episodes): gave up episode %d (%d transitions) without a receipt from the learner",
+                self.max_episodes,
+                episode_id,
+                len(episode.messages),
+            )

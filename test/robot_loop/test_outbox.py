@@ -1,0 +1,64 @@
+"""EpisodeOutbox: completed episodes are kept until acknowledged, re-sent when no receipt came, bounded."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from user.robot_loop.outbox import EpisodeOutbox
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _episode(box: EpisodeOutbox, episode_id: int, steps: int = 3) -> None:
+    for k in range(steps):
+        box.add(episode_id, f"{episode_id}:{k}", done=k == steps - 1)
+
+
+def test_unacknowledged_episodes_are_resent_whole_after_the_delay() -> None:
+    clock = Clock()
+    box = EpisodeOutbox(max_episodes=5, resend_after_s=2.0, clock=clock)
+    _episode(box, 7)
+    box.add(8, "8:0", done=False)  # still being recorded: never due
+    assert box.due() == []
+    clock.t = 2.5
+    assert box.due() == [(7, ["7:0", "7:1", "7:2"])]
+    assert box.due() == []  # not again before another delay
+    clock.t = 5.0
+    assert [e for e, _ in box.due()] == [7] and box.resent == 2
+    assert box.acknowledge(7) and box.pending() == [] and box.acknowledged == 1
+    clock.t = 10.0
+    assert box.due() == []
+
+
+def test_an_acknowledged_episode_is_never_resent_and_a_running_one_cannot_be_acknowledged() -> None:
+    clock = Clock()
+    box = EpisodeOutbox(resend_after_s=1.0, clock=clock)
+    box.add(1, "1:0", done=False)
+    assert not box.acknowledge(1)  # not complete yet
+    box.add(1, "1:1", done=True)
+    assert box.acknowledge(1) and not box.acknowledge(1)
+    clock.t = 5.0
+    assert box.due() == []
+
+
+def test_a_full_outbox_gives_up_the_oldest_loudly(caplog: pytest.LogCaptureFixture) -> None:
+    box = EpisodeOutbox(max_episodes=2, resend_after_s=1.0, clock=Clock())
+    with caplog.at_level(logging.ERROR, logger="user.robot_loop.outbox"):
+        for e in range(4):
+            _episode(box, e)
+    assert box.pending() == [1, 2, 3]  # max_episodes completed + the one that was being recorded
+    assert box.given_up == 1
+    assert any("gave up episode 0" in r.getMessage() for r in caplog.records)
+
+
+def test_bad_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        EpisodeOutbox(max_episodes=0)
