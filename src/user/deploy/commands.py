@@ -19,6 +19,7 @@ class NodeLaunch:
     parameters: dict[str, Any]  # flat, dotted keys for nested values (ROS 2 parameter style)
     respawn: bool
     respawn_delay_s: float
+    output: str  # "log" or "screen"
     env: dict[str, str]
 
     def zenoh_command(self) -> list[str]:
@@ -67,6 +68,7 @@ def node_launch(node: NodeConfig) -> NodeLaunch:
         parameters=flatten(node.params),
         respawn=node.respawn,
         respawn_delay_s=node.respawn_delay_s,
+        output=node.output,
         env=dict(node.env),
     )
 

@@ -39,6 +39,7 @@ class NodeConfig:
     params: dict[str, Any] = field(default_factory=dict)  # the node's parameters, checked by the node
     respawn: bool = False  # restart the process when it exits on its own
     respawn_delay_s: float = 1.0  # wait before restarting
+    output: Literal["log", "screen"] = "log"  # screen: also echo the node's output on the bringup console
     max_respawns: int = 5  # give up after this many restarts (-1: never give up)
     env: dict[str, str] = field(default_factory=dict)  # extra environment variables for the process
 

@@ -50,6 +50,7 @@ class Child:
     respawn: bool = False
     respawn_delay_s: float = 1.0
     max_respawns: int = 5
+    screen: bool = False  # also echo the node's output on the supervisor's console
     proc: subprocess.Popen[bytes] | None = None
     respawns: int = 0
     restart_at: float | None = None
@@ -60,13 +61,27 @@ class Child:
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
+            stdout=subprocess.PIPE if self.screen else self._log_file,
             stderr=subprocess.STDOUT,
             env=self.env,
             start_new_session=True,  # our own SIGINT ordering, not the terminal's
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - only calls prctl, async-signal-safe
         )
+        if self.screen:
+            threading.Thread(target=self._tee, args=(self.proc, self._log_file), daemon=True).start()
         _log.info("started %s (pid %d), log: %s", self.name, self.proc.pid, self.log_path)
+
+    @staticmethod
+    def _tee(proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+        """Copy the child's output to its log file and the console, line by line, until it exits."""
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, b""):
+            with contextlib.suppress(ValueError, OSError):  # the log file closed at shutdown
+                log.write(line)
+                log.flush()
+            with contextlib.suppress(ValueError, OSError):
+                sys.stdout.buffer.write(line)
+                sys.stdout.buffer.flush()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -138,6 +153,7 @@ class Supervisor:
             respawn=launch.respawn,
             respawn_delay_s=launch.respawn_delay_s,
             max_respawns=max_respawns,
+            screen=launch.output == "screen",
         )
 
     def start(self) -> None:

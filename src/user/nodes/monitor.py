@@ -1,7 +1,8 @@
 """`monitor` node: live progress of a run on the console (and in its log file).
 
-Every `period_s` it prints one line: episodes and recent success rate per robot (from
-`/<robot>/episode_events`), and the learner's gradient steps per second, policy version, buffer size and
+Every `period_s` it prints one line: per robot the demo episodes, the online episodes and their recent
+success rate (from `/<robot>/episode_events`; an episode in which no policy version >= 1 acted and no human
+intervened counts as a demo), and the learner's gradient steps per second, policy version, buffer size and
 idle fraction (from `stats_topic`). It only listens, so any number of monitors can watch one run.
 """
 
@@ -32,7 +33,8 @@ class MonitorParams:
 
 @dataclass
 class RobotProgress:
-    episodes: int = 0
+    episodes: int = 0  # online episodes (acted by a learned policy, version >= 1)
+    demos: int = 0  # episodes acted by a scripted expert or replayed demos (policy version 0)
     successes: int = 0
     interventions: int = 0
     recent: deque[bool] = field(default_factory=deque)
@@ -62,6 +64,9 @@ class MonitorNode(Node):
         if progress is None or event.kind is not EpisodeKind.END:
             return
         with self._lock:
+            if event.policy_version == 0 and event.interventions == 0:  # no learned policy acted: a demo
+                progress.demos += 1
+                return
             progress.episodes += 1
             progress.successes += int(event.success)
             progress.interventions += event.interventions
