@@ -25,6 +25,7 @@ class ObserverConfig:
     task: str  # task name
     embodiment_id: int = 0  # arm type
     jpeg_quality: int = 90  # camera images, 1..100
+    embodiment_in_state: bool = False  # append the embodiment id to `state` ("embodiment/id"), for shared policies
 
 
 class Observer:
@@ -50,6 +51,9 @@ class Observer:
             values, extra_names = flatten_extras(dict(self._extras()))
             parts.append(values)
             names.extend(extra_names)
+        if self.config.embodiment_in_state:
+            parts.append(np.array([self.config.embodiment_id], dtype=np.float32))
+            names.append("embodiment/id")
         if self._privileged is not None:
             values, task_names = flatten_task_state(self._privileged())
             parts.append(values)

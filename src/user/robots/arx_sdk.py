@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from user.config import setting
-from user.robots import rotations
+from user.robots import embodiments, rotations
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState, NotConnectedError, RobotDescriptor, RobotError
 from user.robots.pacing import DeadlinePacer
@@ -103,6 +103,7 @@ class ArxSdkRobot(ArmRobot):
         descriptor = RobotDescriptor(
             robot_id=cfg.robot_id,
             model=f"arx_{cfg.model.lower()}",
+            embodiment_id=embodiments.ARX,
             dof=6,
             control_rate_hz=cfg.control_rate_hz,
             cameras=cfg.cameras,

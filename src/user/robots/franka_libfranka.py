@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from user.config import ConfigError, setting
+from user.robots import embodiments
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState, NotConnectedError, RobotDescriptor, RobotError
 from user.robots.pacing import DeadlinePacer
@@ -156,7 +157,12 @@ class FrankaLibfrankaRobot(ArmRobot):
     def __init__(self, config: FrankaLibfrankaConfig | None = None, clock_ns: Callable[[], int] = time.time_ns) -> None:
         cfg = config or FrankaLibfrankaConfig()
         descriptor = RobotDescriptor(
-            robot_id=cfg.robot_id, model=cfg.model, dof=7, control_rate_hz=cfg.control_rate_hz, site=cfg.site
+            robot_id=cfg.robot_id,
+            model=cfg.model,
+            dof=7,
+            control_rate_hz=cfg.control_rate_hz,
+            site=cfg.site,
+            embodiment_id=embodiments.FRANKA,
         )
         super().__init__(descriptor, cfg.safety)
         self.config = cfg

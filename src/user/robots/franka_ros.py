@@ -51,7 +51,7 @@ from user.bus.base import BEST_EFFORT, Handle
 from user.config import ConfigError, setting
 from user.interfaces.stamps import from_time, header
 from user.node.node import Node, TypedPublisher
-from user.robots import rotations
+from user.robots import embodiments, rotations
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState, RobotDescriptor, RobotError
 from user.robots.pacing import DeadlinePacer
@@ -130,7 +130,12 @@ class FrankaRosRobot(ArmRobot):
     ) -> None:
         cfg = config or FrankaRosConfig()
         descriptor = RobotDescriptor(
-            robot_id=cfg.robot_id, model=cfg.model, dof=7, control_rate_hz=cfg.control_rate_hz, site=cfg.site
+            robot_id=cfg.robot_id,
+            model=cfg.model,
+            dof=7,
+            control_rate_hz=cfg.control_rate_hz,
+            site=cfg.site,
+            embodiment_id=embodiments.FRANKA,
         )
         super().__init__(descriptor, cfg.safety)
         self.config = cfg

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from user.config import setting
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState, NotConnectedError, RobotDescriptor
+from user.robots.embodiments import embodiment_of
 from user.robots.pacing import DeadlinePacer, PacingStats
 from user.robots.safety import SafetyConfig
 from user.robots.sim.arm_sim import ArmSim, ArmSimConfig
@@ -71,6 +72,7 @@ class SimFrankaRobot(ArmRobot):
             model=model.name,
             dof=model.dof,
             control_rate_hz=cfg.sim.control_rate_hz,
+            embodiment_id=embodiment_of(cfg.arm),
             cameras=cfg.cameras.names,
             site=cfg.site,
         )
