@@ -35,7 +35,7 @@ from user.interfaces.episodes import RESET_SEED_DEFAULT, EpisodeEvent
 from user.interfaces.stamps import header
 from user.node.node import Node
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
-from user.robot_loop.drivers import DriverError, DriverSpec, build_driver
+from user.robot_loop.drivers import DriverError, DriverSpec, build_driver, check_spec
 from user.robot_loop.observe import ObserverConfig
 from user.robots.arm import ArmRobot
 from user.robots.estop import ESTOP_TOPIC, EStopTopic
@@ -47,9 +47,14 @@ JOIN_TIMEOUT_S = 3.0
 @dataclass
 class RobotNodeParams:
     robot_id: str = setting("franka_sim", "unique robot name in the deployment; topics default to /<robot_id>/...")
-    driver: Literal["sim_franka", "sim_arx", "gym"] = setting("sim_franka", "robot driver: sim_franka, sim_arx, gym")
+    driver: Literal["sim_franka", "sim_arx", "gym", "franka", "franka_ros", "arx"] = setting(
+        "sim_franka",
+        "robot driver: sim_franka, sim_arx, gym (simulated); franka (libfranka), franka_ros (franka_ros2), arx (SDK)",
+    )
     gym_env: str = setting("", "driver gym: the gymnasium env id, e.g. Pendulum-v1")
-    task: str = setting("peg_insertion", "sim drivers: task (peg_insertion, pick_place, button_press)")
+    task: str = setting(
+        "peg_insertion", "sim drivers: task (peg_insertion, pick_place, button_press); real drivers: task name only"
+    )
     task_params: dict[str, Any] = setting({}, "sim drivers: settings of the task's config")  # noqa: RUF009 - copied
     site: str = setting("local", "where the robot is (hardware registry)")
     control_rate_hz: float = setting(10.0, "control rate, Hz", min=0.1, max=1000.0)
@@ -57,7 +62,27 @@ class RobotNodeParams:
     cameras: bool = setting(False, "sim drivers: render the scene cameras into observations and image topics")
     jpeg_quality: int = setting(90, "JPEG quality of camera images", min=1, max=100)
     privileged_state: bool = setting(False, "sim only: add the full task state to observations (scripted expert)")
-    max_steps: int = setting(0, "episode length limit, steps; 0 = the task's own", min=0)
+    max_steps: int = setting(0, "episode length limit, steps; 0 = the task's own (gym and real drivers: 200)", min=0)
+    reward: Literal["task", "rule", "external"] = setting(
+        "task",
+        "task: the sim task's or gym env's own (sim drivers); real drivers: rule (distance of the tool to the "
+        "`rule` target; success ends the episode) or external (0; a reward node writes it, e.g. the foot pedal)",
+    )
+    rule: dict[str, Any] = setting(  # noqa: RUF009 - copied per instance
+        {}, "reward rule: settings of the rule reward (target_position, position_tolerance_m, scale, ...)"
+    )
+    host: str = setting("", "driver franka: IP address or host name of the robot's Control unit (FCI)")
+    hardware: dict[str, Any] = setting(  # noqa: RUF009 - copied per instance
+        {},
+        "real drivers: settings of the driver's config (franka: FrankaLibfrankaConfig, franka_ros: FrankaRosConfig, "
+        "arx: ArxSdkConfig; e.g. safety, controller, interface) except robot_id, site, control_rate_hz and host, "
+        "which are this node's own parameters",
+    )
+    camera_configs: dict[str, dict[str, Any]] = setting(  # noqa: RUF009 - copied per instance
+        {},
+        "real drivers: camera name -> its settings (user.cameras CameraConfig: driver realsense/opencv/bus, "
+        "serial, device, topic, width, height, rate_hz, resize, ...); their images go into observations",
+    )
     seed: int = setting(0, "episode n resets with seed + n; -1 = unseeded", min=-1)
     first_episode_id: int = setting(0, "id of the first episode (ids increase by one per episode)", min=0)
     auto_reset: bool = setting(True, "start the next episode as soon as one ends (else wait for the reset service)")
@@ -73,6 +98,17 @@ class RobotNodeParams:
     def __post_init__(self) -> None:
         if self.namespace and not self.namespace.startswith("/"):
             raise ConfigError(f"namespace must start with '/', got {self.namespace!r}")
+        try:
+            check_spec(self.driver_spec())
+        except DriverError as exc:
+            raise ConfigError(str(exc)) from exc
+
+    def driver_spec(self) -> DriverSpec:
+        return DriverSpec(
+            self.driver, self.robot_id, self.site, self.task, self.task_params, self.gym_env, self.control_rate_hz,
+            self.realtime, self.cameras, self.privileged_state, self.max_steps, self.reward, self.rule, self.host,
+            self.hardware, self.camera_configs,
+        )  # fmt: skip
 
 
 class RobotNode(Node):
@@ -85,7 +121,7 @@ class RobotNode(Node):
         p = self.params = self.declare_parameters(RobotNodeParams)
         ns = p.namespace or f"/{p.robot_id}"
         try:
-            bundle = build_driver(self._spec())
+            bundle = self.bundle = build_driver(p.driver_spec(), self)
         except DriverError as exc:
             raise ConfigError(str(exc)) from exc
         self.robot = bundle.robot
@@ -104,14 +140,15 @@ class RobotNode(Node):
         )
         self._wait_s = min(p.action_timeout_s, 0.5 * period) if p.realtime else p.action_timeout_s
         self._pacer = DeadlinePacer(period) if p.realtime and p.driver == "gym" else None
-        self.robot.connect()
+        if not bundle.connects_over_bus:
+            bundle.connect()
         self._pub_obs = self.create_publisher(f"{ns}/observation", "user/msg/Observation", BEST_EFFORT)
         self._pub_transition = self.create_publisher(f"{ns}/transitions", "user/msg/Transition", RELIABLE)
         self._pub_event = self.create_publisher(f"{ns}/episode_events", "user/msg/EpisodeEvent", RELIABLE)
         self._pub_joints = self.create_publisher(f"{ns}/joint_states", "sensor_msgs/msg/JointState", BEST_EFFORT)
         self._pub_images = {
             cam: self.create_publisher(f"{ns}/{cam}/image/compressed", "sensor_msgs/msg/CompressedImage", BEST_EFFORT)
-            for cam in (self.robot.descriptor.cameras if p.cameras else ())
+            for cam in bundle.cameras
         }
         self.create_subscription(f"{ns}/action", "user/msg/Action", self._on_action)
         self.create_subscription(f"{ns}/intervention", "user/msg/Action", self._on_intervention)
@@ -128,13 +165,6 @@ class RobotNode(Node):
         self._thread = threading.Thread(target=self._run, name=f"{p.robot_id}-control", daemon=True)
         self._thread.start()
 
-    def _spec(self) -> DriverSpec:
-        p = self.params
-        return DriverSpec(
-            p.driver, p.robot_id, p.site, p.task, p.task_params, p.gym_env, p.control_rate_hz, p.realtime,
-            p.cameras, p.privileged_state, p.max_steps,
-        )  # fmt: skip
-
     def _descriptor(self) -> ResourceDescriptor:
         d = self.robot.descriptor
         return ResourceDescriptor(
@@ -144,7 +174,7 @@ class RobotNode(Node):
             site=d.site,
             dof=d.dof,
             control_rate_hz=self.params.control_rate_hz,
-            cameras=d.cameras if self.params.cameras else (),
+            cameras=self.bundle.cameras,
             properties={"task": self.loop.observer.config.task, "node": self.name},
         )
 
@@ -196,6 +226,8 @@ class RobotNode(Node):
 
     def _run(self) -> None:
         try:
+            if self.bundle.connects_over_bus:  # here: under rclpy no callback runs before the constructor returns
+                self.bundle.connect()
             if self.params.wait_for_consumer_s > 0:
                 self._wait_for_consumer()
             self._reset(None)
@@ -285,4 +317,4 @@ class RobotNode(Node):
         self.announcer.close()
         if self._estop is not None:
             self._estop.close()
-        self.robot.close()
+        self.bundle.close()

@@ -1,4 +1,8 @@
-"""Scorers: reward, success and episode end after each step, from a task (sim) or from a gym env."""
+"""Scorers: reward, success and episode end after each step.
+
+From a task (sim), a gym env, a rule on the tool pose (real arms), or nobody (`ExternalScorer`: a reward
+node downstream writes the reward, e.g. from the human pedal).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from user.rewards.base import RewardMode, RewardStep
+from user.rewards.rule import RuleReward
 from user.robots.base import ArmState
 from user.robots.gym_robot import GymRobot
 from user.tasks.base import Task, TaskState
@@ -65,3 +71,44 @@ class GymScorer:
         r = self._robot
         success = bool(r.last_info.get("is_success", False))
         return Score(r.last_reward, success, r.last_terminated, r.last_truncated)
+
+
+class RuleScorer:
+    """`RuleReward` (distance of the tool to a target pose) on the arm's state after each step.
+
+    Success (within the rule's tolerances) ends the episode. Only the rule's step mode fits here: the scorer
+    cannot know whether a step is an episode's last before it is scored.
+    """
+
+    def __init__(self, reward: RuleReward, max_steps: int) -> None:
+        if reward.mode is not RewardMode.STEP:
+            raise ValueError("a robot's rule scorer needs rule mode 'step' (terminal mode: use a reward node)")
+        self.reward = reward
+        self._max_steps = max_steps
+
+    @property
+    def max_steps(self) -> int:
+        return self._max_steps
+
+    def score(self, arm: ArmState) -> Score:
+        value = self.reward(RewardStep(arm.stamp_ns, arm.vector()))
+        return Score(value.reward, value.success, value.success)
+
+
+class ExternalScorer:
+    """Reward 0, never a success, never the end of an episode: the reward comes from downstream.
+
+    For robots whose reward a `reward` node writes into the transitions (the human pedal, a classifier);
+    only the step limit ends an episode here (truncated).
+    """
+
+    def __init__(self, max_steps: int) -> None:
+        self._max_steps = max_steps
+
+    @property
+    def max_steps(self) -> int:
+        return self._max_steps
+
+    def score(self, arm: ArmState) -> Score:
+        del arm
+        return Score(0.0, False, False)

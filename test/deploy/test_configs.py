@@ -1,0 +1,103 @@
+"""Every shipped deployment (config/*.yaml) is accepted by each of its nodes, and the nodes fit together.
+
+Each node's `params` are checked against its kind's `Params` dataclass exactly as the node will read them
+(`from_mapping`, strict: unknown keys, wrong types and failed validation are errors), with `{run_dir}`
+filled in as bringup does. Then the wiring: every robot a node names is a robot of the deployment, learner and
+rollout share one policy, a learner behind a reward node learns from the rewarded topic, and every
+parameter is something the ROS 2 launcher can pass (flat scalars or lists of one scalar type).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from user.config.strict import from_mapping
+from user.deploy.commands import flatten
+from user.deploy.deployment import CONFIG_DIR, Deployment, load
+from user.nodes import load_kind
+
+CONFIGS = sorted(CONFIG_DIR.glob("*.yaml"))
+ROBOT_NAMING_KINDS = {"teleop", "pedal", "reward", "expert"}  # kinds with a single `robot_id` they act on
+ROBOT_LIST_KINDS = {"learner", "rollout", "monitor"}  # kinds with a `robots` list
+
+
+def node_params(deployment: Deployment, tmp_path: Path) -> dict[str, Any]:
+    """node name -> its Params object, `{run_dir}` substituted as bringup does."""
+    out = {}
+    for node in deployment.nodes:
+        cls = load_kind(node.kind)
+        raw = {k: v.replace("{run_dir}", str(tmp_path)) if isinstance(v, str) else v for k, v in node.params.items()}
+        out[node.name] = from_mapping(cls.Params, raw, where=f"{deployment.name}: node {node.name!r} ({node.kind})")
+    return out
+
+
+def test_there_are_configs_to_check() -> None:
+    assert {p.name for p in CONFIGS} >= {"default.yaml", "real_franka.yaml"}
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_node_accepts_its_params(path: Path, tmp_path: Path) -> None:
+    deployment = load(path)
+    params = node_params(deployment, tmp_path)
+    assert set(params) == {n.name for n in deployment.nodes}
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_nodes_fit_together(path: Path, tmp_path: Path) -> None:
+    deployment = load(path)
+    params = node_params(deployment, tmp_path)
+    kinds = {n.name: n.kind for n in deployment.nodes}
+    robots = {p.robot_id for name, p in params.items() if kinds[name] == "robot"}
+    for name, p in params.items():
+        named = set(p.robots) if kinds[name] in ROBOT_LIST_KINDS else set()
+        if kinds[name] in ROBOT_NAMING_KINDS and p.robot_id:
+            named.add(p.robot_id)
+        assert named <= robots, f"{path.name}: node {name!r} names robots {sorted(named - robots)} that no node runs"
+    learners = [p for name, p in params.items() if kinds[name] == "learner"]
+    rollouts = [p for name, p in params.items() if kinds[name] == "rollout"]
+    for learner in learners:
+        for rollout in rollouts:
+            assert rollout.learning == learner.learning, f"{path.name}: rollout and learner policies differ"
+            assert rollout.weights_topic == learner.weights_topic
+    rewarded = {p.robot_id for name, p in params.items() if kinds[name] == "reward" and not p.output_topic}
+    for learner in learners:
+        behind = rewarded & set(learner.robots)
+        if behind:
+            assert learner.transitions_suffix == "transitions/rewarded", (
+                f"{path.name}: a reward node rewrites the transitions of {sorted(behind)}, "
+                "but the learner does not learn from transitions/rewarded"
+            )
+
+
+def is_ros_parameter(value: Any) -> bool:
+    """A value a ROS 2 parameter can hold: a scalar, or a list of scalars of one type."""
+    if isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, list | tuple):
+        return all(isinstance(v, bool | int | float | str) for v in value) and len({type(v) for v in value}) <= 1
+    return False
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_params_are_passable_as_ros_parameters(path: Path) -> None:
+    for node in load(path).nodes:
+        for name, value in flatten(node.params).items():
+            assert is_ros_parameter(value), f"{path.name}: node {node.name!r}: {name} = {value!r} is no ROS parameter"
+
+
+def test_the_real_franka_deployment() -> None:
+    deployment = load("real_franka")
+    kinds = {n.kind: n for n in deployment.nodes}
+    assert set(kinds) == {"learner", "rollout", "robot", "reward", "pedal", "teleop", "monitor"}
+    robot = load_kind("robot").Params
+    arm = from_mapping(robot, kinds["robot"].params, where="real_franka")
+    assert (arm.driver, arm.reward, arm.host) == ("franka", "external", "172.16.0.2")
+    assert set(arm.camera_configs) == {"wrist"} and arm.camera_configs["wrist"]["driver"] == "realsense"
+    assert kinds["reward"].params["source"] == "human" and kinds["pedal"].params["source"] == "evdev"
+    assert kinds["teleop"].params["device"] == "spacemouse"
+    assert kinds["learner"].params["run_dir"] == "{run_dir}"
+    learning = kinds["learner"].params["learning"]
+    assert learning["cnn"]["observation"]["cameras"] == list(arm.camera_configs)

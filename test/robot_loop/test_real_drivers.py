@@ -1,0 +1,354 @@
+"""The real drivers of `build_driver`: `franka` end to end against franky-sim (the libfranka protocol over
+loopback, MuJoCo behind it), the rule and external scorers, cameras from config, and the settings errors.
+
+franky-sim is started once for this module by the fixture of the libfranka driver's tests (skipped, with
+the reason, where it cannot run). The ready pose of the simulated FR3 puts the TCP at about (0.307, 0, 0.487).
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from test.conftest import wait_until
+from test.robots.test_franka_libfranka import sim_host  # noqa: F401 - the franky-sim fixture, used by name
+from test.robots.test_franka_ros import START as ROS_START
+from test.robots.test_franka_ros import Franka2StandIn
+from user.bus.zenoh_bus import ZenohBus
+from user.config.strict import ConfigError, from_mapping
+from user.interfaces.domain import Action, Transition, action_to_msg, observation_from_msg, transition_from_msg
+from user.node.node import Node
+from user.nodes.robot import RobotNode, RobotNodeParams
+from user.rewards.rule import RuleReward, RuleRewardConfig
+from user.robot_loop import ActionGate, ControlLoop, Observer
+from user.robot_loop.drivers import REAL_MAX_STEPS, DriverBundle, DriverError, DriverSpec, build_driver, check_spec
+from user.robot_loop.gate import SOURCE_POLICY
+from user.robot_loop.observe import ObserverConfig
+from user.robot_loop.scoring import ExternalScorer, RuleScorer
+from user.robots.arm import ArmRobot
+from user.robots.base import ArmState
+
+pytestmark = pytest.mark.timeout(60)
+
+READY_X, READY_Z = 0.307, 0.487  # TCP of the simulated FR3 at its home joints (m, base frame)
+TARGET = (READY_X + 0.05, 0.0, READY_Z)  # 5 cm along +x from the start
+STEP_M = 0.02  # safety scaling: an action of 1 moves the target 2 cm
+
+
+def franka_spec(address: str, **changes: Any) -> DriverSpec:
+    settings: dict[str, Any] = {
+        "driver": "franka",
+        "robot_id": "fr",
+        "host": address,
+        "task": "reach",
+        "reward": "rule",
+        "rule": {"target_position": list(TARGET), "position_tolerance_m": 0.01, "scale": 0.05},
+        "hardware": {"ignore_realtime": True, "safety": {"max_translation_per_step_m": STEP_M}},
+    }
+    settings.update(changes)
+    return DriverSpec(**settings)
+
+
+def act(dx: float) -> np.ndarray:
+    a = np.zeros(7, np.float32)
+    a[0], a[6] = dx, 1.0
+    return a
+
+
+class Driven:
+    """A `ControlLoop` over a bundle, fed one policy action per tick (the gate's freshness on a fake clock)."""
+
+    def __init__(self, bundle: DriverBundle) -> None:
+        self.bundle = bundle
+        self.now = 0.0
+        self.gate = ActionGate(0.2, 0.2, lambda: self.now)
+        observer = Observer(ObserverConfig("fr", bundle.task), bundle.extras, bundle.privileged, bundle.frames)
+        self.loop = ControlLoop(bundle.robot, bundle.scorer, observer, self.gate, seed=None)
+
+    def tick(self, dx: float) -> Transition:
+        obs = self.loop.observation
+        assert obs is not None
+        self.now += 0.1
+        self.gate.feed_policy(Action("fr", obs.episode_id, obs.step, act(dx), policy_version=1), self.now)
+        result = self.loop.tick(self.now)
+        assert result.transition is not None
+        return result.transition
+
+
+@pytest.fixture
+def driven(sim_host: str, request: pytest.FixtureRequest) -> Iterator[Driven]:  # noqa: F811 - fixture by name
+    changes = getattr(request, "param", {})
+    bundle = build_driver(franka_spec(sim_host, **changes))
+    bundle.connect()
+    try:
+        yield Driven(bundle)
+    finally:
+        bundle.close()
+
+
+def test_rule_reward_rises_as_the_tcp_approaches_the_target_and_success_ends_the_episode(driven: Driven) -> None:
+    assert isinstance(driven.bundle.scorer, RuleScorer) and driven.bundle.scorer.max_steps == REAL_MAX_STEPS
+    assert driven.bundle.extras is None and driven.bundle.privileged is None and driven.bundle.frames is None
+    obs, _ = driven.loop.reset()
+    assert obs.task == "reach" and abs(obs.state[0] - READY_X) < 0.005
+    rewards, last = [], None
+    for dx in [0.5] * 5 + [0.0] * 20:  # 1 cm per step for 5 steps, then hold the target until success
+        last = driven.tick(dx)
+        rewards.append(last.reward)
+        if last.terminated:
+            break
+    assert last is not None and last.terminated and last.success and not last.truncated
+    assert not driven.loop.in_episode
+    assert all(b > a for a, b in itertools.pairwise(rewards[:5])), rewards  # closer each step
+    assert rewards[-1] > 0.8 and rewards[0] < 0.6
+    distance = np.linalg.norm(last.next_observation.state[:3] - np.array(TARGET))
+    assert distance <= 0.01
+
+
+@pytest.mark.parametrize(
+    "driven",
+    [{"hardware": {"ignore_realtime": True, "safety": {"workspace_max": [0.30, 0.35, 0.55]}}}],
+    indirect=True,
+)
+def test_an_action_out_of_the_workspace_is_held(driven: Driven) -> None:
+    start = driven.loop.reset()[0].state.copy()
+    assert start[0] > 0.30  # the ready pose is already past this box's +x face: +x must not move it
+    arm = driven.bundle.robot
+    assert isinstance(arm, ArmRobot)
+    target = arm.target_pose
+    rewards = []
+    for _ in range(4):
+        t = driven.tick(1.0)
+        assert t.action.data[0] == 0.0 and not t.terminated
+        rewards.append(t.reward)
+    np.testing.assert_allclose(arm.target_pose, target, rtol=0, atol=1e-9)  # the +x asked for never reached it
+    now = driven.loop.observation
+    assert now is not None and np.linalg.norm(now.state[:3] - start[:3]) < 2e-3  # the impedance settles ~1 mm
+    assert max(rewards) - min(rewards) < 0.02  # the 1 cm per step asked for earned nothing
+
+
+def test_external_scorer_gives_zero_and_only_the_step_limit_ends_an_episode(sim_host: str) -> None:  # noqa: F811
+    bundle = build_driver(franka_spec(sim_host, reward="external", rule=None, max_steps=3))
+    assert isinstance(bundle.scorer, ExternalScorer) and bundle.scorer.max_steps == 3
+    bundle.connect()
+    try:
+        driven = Driven(bundle)
+        driven.loop.reset()
+        steps = [driven.tick(0.5) for _ in range(3)]
+    finally:
+        bundle.close()
+    assert [t.reward for t in steps] == [0.0, 0.0, 0.0]
+    assert not any(t.success or t.terminated for t in steps)
+    assert [t.truncated for t in steps] == [False, False, True]
+
+
+def test_scorers_without_a_robot() -> None:
+    pose = np.array([*TARGET, 1.0, 0.0, 0.0, 0.0])
+    arm = ArmState(1, pose, np.zeros(6), np.zeros(7), np.zeros(7), 1.0)
+    external = ExternalScorer(7).score(arm)
+    assert (external.reward, external.success, external.terminated, external.truncated) == (0.0, False, False, False)
+    at_target = RuleScorer(RuleReward(RuleRewardConfig(target_position=TARGET)), 7).score(arm)
+    assert at_target.reward == pytest.approx(1.0) and at_target.success and at_target.terminated
+    with pytest.raises(ValueError, match="mode 'step'"):
+        RuleScorer(RuleReward(RuleRewardConfig(mode="terminal")), 7)
+
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short MJPG file the OpenCV camera plays in a loop (this machine has no camera)."""
+    path = tmp_path_factory.mktemp("video") / "wrist.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (64, 48))
+    for i in range(10):
+        writer.write(np.full((48, 64, 3), 20 * i, np.uint8))
+    writer.release()
+    return path
+
+
+def test_robot_node_runs_a_real_franka_with_a_camera_and_external_reward(
+    sim_host: str,  # noqa: F811
+    video: Path,
+    make_bus: Callable[..., ZenohBus],
+) -> None:
+    robot = f"fr_{uuid.uuid4().hex[:6]}"
+    probe = Node(make_bus("probe"))
+    got: list[Transition] = []
+    lock = threading.Lock()
+    actions = probe.create_publisher(f"/{robot}/action", "user/msg/Action")
+
+    def on_observation(msg: Any) -> None:  # a policy: a small +x step for every observation
+        obs = observation_from_msg(msg)
+        action = Action(robot, obs.episode_id, obs.step, act(0.2), source=SOURCE_POLICY, policy_version=1)
+        actions.publish(action_to_msg(action, probe.codec))
+
+    def on_transition(msg: Any) -> None:
+        with lock:
+            got.append(transition_from_msg(msg))
+
+    probe.create_subscription(f"/{robot}/observation", "user/msg/Observation", on_observation)
+    probe.create_subscription(f"/{robot}/transitions", "user/msg/Transition", on_transition)
+    params = {
+        "robot_id": robot,
+        "driver": "franka",
+        "host": sim_host,
+        "task": "reach",
+        "reward": "external",
+        "max_steps": 4,
+        "control_rate_hz": 10.0,
+        "hardware": {"ignore_realtime": True},
+        "camera_configs": {"wrist": {"driver": "opencv", "device": str(video), "loop": True, "max_age_s": 1.0}},
+        "wait_for_consumer_s": 5.0,  # so the probe sees the first episode from its first step
+    }
+    node = RobotNode(make_bus("robot", params))
+    try:
+        assert node.bundle.cameras == ("wrist",) and node.announcer is not None
+        assert wait_until(lambda: len(got) >= 9, 15.0), (node.failed, len(got))
+    finally:
+        node.destroy()
+    assert node.failed is None
+    with lock:  # the first episode seen from its start (a slow start may cut into the very first one)
+        start = next(t.episode_id for t in got if t.step == 0)
+        first = [t for t in got if t.episode_id == start]
+    assert [t.step for t in first] == [0, 1, 2, 3]
+    assert [t.truncated for t in first] == [False, False, False, True]
+    assert all(t.reward == 0.0 and not t.terminated and not t.success for t in first)
+    for t in first:
+        assert [img.camera for img in t.next_observation.images] == ["wrist"]
+        assert t.next_observation.images[0].format == "jpeg" and t.next_observation.images[0].data
+    # it moved along +x (4 steps of at most 4 mm; a step whose action came late holds, so ask for less)
+    assert first[-1].next_observation.state[0] > first[0].observation.state[0] + 0.002
+
+
+def test_robot_node_runs_franka_ros_with_a_rule_reward(make_bus: Callable[..., ZenohBus], topic: str) -> None:
+    """franka_ros connects in the control thread (it waits for franka_ros2's state over the bus)."""
+    robot = f"fr_{uuid.uuid4().hex[:6]}"
+    standin = Franka2StandIn(make_bus("franka_ros2_standin"), topic)
+    target = (float(ROS_START[0]) + 0.03, float(ROS_START[1]), float(ROS_START[2]))
+    probe = Node(make_bus("probe"))
+    got: list[Transition] = []
+    lock = threading.Lock()
+    actions = probe.create_publisher(f"/{robot}/action", "user/msg/Action")
+
+    def on_observation(msg: Any) -> None:  # a policy: 1 cm along +x per step
+        obs = observation_from_msg(msg)
+        action = Action(robot, obs.episode_id, obs.step, act(0.5), source=SOURCE_POLICY, policy_version=1)
+        actions.publish(action_to_msg(action, probe.codec))
+
+    def on_transition(msg: Any) -> None:
+        with lock:
+            got.append(transition_from_msg(msg))
+
+    probe.create_subscription(f"/{robot}/observation", "user/msg/Observation", on_observation)
+    probe.create_subscription(f"/{robot}/transitions", "user/msg/Transition", on_transition)
+    hardware = {
+        "target_topic": f"{topic}/equilibrium_pose",
+        "pose_topic": f"{topic}/current_pose",
+        "joint_states_topic": f"{topic}/joint_states",
+        "wrench_topic": f"{topic}/wrench",
+        "gripper_joint_states_topic": f"{topic}/gripper/joint_states",
+        "state_timeout_s": 0.3,
+    }
+    params = {
+        "robot_id": robot,
+        "driver": "franka_ros",
+        "reward": "rule",
+        "rule": {"target_position": list(target), "position_tolerance_m": 0.006},
+        "max_steps": 20,
+        "control_rate_hz": 20.0,
+        "hardware": hardware,
+    }
+    node = RobotNode(make_bus("robot", params))
+    try:
+        assert node.bundle.connects_over_bus
+        assert wait_until(lambda: any(t.terminated for t in list(got)), 12.0), (node.failed, len(got))
+    finally:
+        node.destroy()
+    assert node.failed is None and standin.targets
+    with lock:
+        episode = [t for t in got if t.episode_id == got[0].episode_id]
+    assert episode[-1].terminated and episode[-1].success and len(episode) < 20
+    rewards = [t.reward for t in episode]
+    assert rewards[-1] > rewards[0] + 0.2, rewards
+
+
+# ---- settings errors (no robot needed) --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"host": ""}, "needs host: the IP address"),
+        ({"reward": "task"}, "a real robot has no task"),
+        ({"reward": "external"}, "rule is set but reward is 'external'"),
+        ({"hardware": {"hostname": "x"}}, "hardware: unknown key 'hostname'"),
+        ({"hardware": {"robot_id": "other"}}, "hardware.robot_id: set it as the robot node's `robot_id`"),
+        ({"hardware": {"controller": "torque"}}, "hardware: controller: 'torque' is not one of"),
+        ({"rule": {"target_position": [0.5, 0.0]}}, "rule"),
+        ({"rule": {"mode": "terminal"}}, "rule mode 'terminal'"),
+        ({"camera_configs": {"wrist": {"driver": "source"}}}, "driver 'source' is for simulators"),
+        ({"camera_configs": {"wrist": {"driver": "bus"}}}, "camera_configs.wrist: .*needs a topic"),
+        ({"camera_configs": {"wrist": {"name": "front", "driver": "realsense"}}}, "differs from its key"),
+        ({"cameras": True}, "cameras is a simulator setting"),
+        ({"privileged_state": True}, "privileged_state is a simulator setting"),
+        ({"realtime": False}, "realtime: false is a simulator setting"),
+        ({"driver": "franka_ros"}, "host is a setting of driver franka only"),
+        ({"driver": "arx", "host": "", "hardware": {"interface": 3}}, "hardware: interface"),
+        ({"driver": "nonsense"}, "unknown robot driver 'nonsense'"),
+    ],
+)
+def test_wrong_real_driver_settings_are_clear_errors(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(DriverError, match=message):
+        check_spec(franka_spec("172.16.0.2", **changes))
+
+
+def test_sim_drivers_refuse_real_settings_and_keep_their_task_reward() -> None:
+    check_spec(DriverSpec("sim_franka", "s"))
+    changes: dict[str, Any]
+    for changes in ({"host": "10.0.0.2"}, {"camera_configs": {"w": {}}}, {"hardware": {"x": 1}}, {"rule": {"a": 1}}):
+        with pytest.raises(DriverError, match="setting of the real drivers"):
+            check_spec(DriverSpec("sim_franka", "s", **changes))
+    with pytest.raises(DriverError, match="for real drivers"):
+        check_spec(DriverSpec("gym", "g", gym_env="Pendulum-v1", reward="external"))
+
+
+def test_robot_node_params_check_the_driver_settings_at_load() -> None:
+    good = {"driver": "arx", "reward": "external", "hardware": {"interface": "can1"}}
+    params = from_mapping(RobotNodeParams, good, where="a.yaml")
+    assert params.driver_spec().hardware == {"interface": "can1"}
+    with pytest.raises(ConfigError, match=r"a.yaml: driver franka needs host"):
+        from_mapping(RobotNodeParams, {"driver": "franka", "reward": "external"}, where="a.yaml")
+    with pytest.raises(ConfigError, match="camera_configs.wrist: .*resize"):
+        bad_camera = {"wrist": {"driver": "realsense", "resize": [0, 10]}}
+        from_mapping(RobotNodeParams, {**good, "camera_configs": bad_camera}, where="a.yaml")
+
+
+def test_franka_ros_and_bus_cameras_need_a_node() -> None:
+    with pytest.raises(DriverError, match="build it in a node"):
+        build_driver(DriverSpec("franka_ros", "fr", reward="external"))
+    camera = {"wrist": {"driver": "bus", "topic": "/camera/color/image_raw"}}
+    with pytest.raises(DriverError, match="build it in a node"):
+        build_driver(franka_spec("172.16.0.2", camera_configs=camera))
+
+
+def test_building_a_real_driver_loads_no_hardware_sdk() -> None:
+    code = (
+        "import sys\n"
+        "from user.robot_loop.drivers import DriverSpec, build_driver\n"
+        "import user.nodes.robot\n"
+        "assert 'cv2' not in sys.modules, 'cv2 at import'\n"
+        "build_driver(DriverSpec('franka', 'fr', host='172.16.0.2', reward='external'))\n"
+        "build_driver(DriverSpec('arx', 'a', reward='external'))\n"
+        "loaded = [m for m in ('franky', 'arx5_interface', 'pyrealsense2', 'cv2') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
