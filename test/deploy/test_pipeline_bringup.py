@@ -6,7 +6,9 @@ insertion, fast lockstep), scripted-expert demos, learner (RLPD, persistent buff
 2. `user bringup --resume RUN_DIR` continues: the learner resumes from its checkpoint counters, the robot
    continues its episode numbering, and no episode stored before the stop is lost.
 3. kill -9 of the learner mid-run: the supervisor respawns it, it recovers the buffer (the open MCAP segment
-   without footer) and its last checkpoint; every episode committed before the kill is still there.
+   without footer) and its last checkpoint; every episode committed before the kill is still there, and the
+   episodes the robot completed while the learner was down arrive too (the robot re-sends episodes without
+   a receipt): the stored episode ids have no holes.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ nodes:
   - name: learner
     kind: learner
     respawn: true
+    shutdown_timeout_s: 30.0   # a final checkpoint and the buffer's last segment are written at exit
     respawn_delay_s: 0.5
     params:
       robots: [{ROBOT}]
@@ -162,4 +165,11 @@ def test_run_resume_and_learner_kill(tmp_path: Path, bringups: list[Bringup]) ->
     assert wait_until(lambda: _log(run, "learner").count("resumed from") >= 2, 60.0, 0.5), _log(run, "learner")
     assert wait_until(lambda: len(_episodes(run)) > len(committed) + 1, 120.0, 1.0), _log(run, "learner")
     assert committed <= set(_episodes(run))
+
+    def contiguous() -> bool:
+        ids = sorted(_episodes(run))
+        return ids == list(range(ids[0], ids[-1] + 1)) and ids[-1] > max(committed) + 2
+
+    assert wait_until(contiguous, 60.0, 1.0), (sorted(_episodes(run)), _log(run, "robot")[-3000:])
+    assert "re-sent episode" in _log(run, "learner") or "no receipt" not in _log(run, "robot")
     assert second.stop() == 0, (tmp_path / "bringup.out").read_text()

@@ -25,6 +25,7 @@ def _episode(box: EpisodeOutbox, episode_id: int, steps: int = 3) -> None:
 def test_unacknowledged_episodes_are_resent_whole_after_the_delay() -> None:
     clock = Clock()
     box = EpisodeOutbox(max_episodes=5, resend_after_s=2.0, clock=clock)
+    box.acknowledge(-1)  # a learner that acknowledges exists
     _episode(box, 7)
     box.add(8, "8:0", done=False)  # still being recorded: never due
     assert box.due() == []
@@ -41,6 +42,7 @@ def test_unacknowledged_episodes_are_resent_whole_after_the_delay() -> None:
 def test_an_acknowledged_episode_is_never_resent_and_a_running_one_cannot_be_acknowledged() -> None:
     clock = Clock()
     box = EpisodeOutbox(resend_after_s=1.0, clock=clock)
+    box.acknowledge(-1)
     box.add(1, "1:0", done=False)
     assert not box.acknowledge(1)  # not complete yet
     box.add(1, "1:1", done=True)
@@ -51,6 +53,7 @@ def test_an_acknowledged_episode_is_never_resent_and_a_running_one_cannot_be_ack
 
 def test_a_full_outbox_gives_up_the_oldest_loudly(caplog: pytest.LogCaptureFixture) -> None:
     box = EpisodeOutbox(max_episodes=2, resend_after_s=1.0, clock=Clock())
+    box.acknowledge(-1)
     with caplog.at_level(logging.ERROR, logger="user.robot_loop.outbox"):
         for e in range(4):
             _episode(box, e)
@@ -62,3 +65,23 @@ def test_a_full_outbox_gives_up_the_oldest_loudly(caplog: pytest.LogCaptureFixtu
 def test_bad_size_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         EpisodeOutbox(max_episodes=0)
+
+
+def test_without_any_receipt_nothing_is_resent_or_complained_about(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    box = EpisodeOutbox(max_episodes=2, resend_after_s=1.0, clock=clock)
+    with caplog.at_level(logging.ERROR, logger="user.robot_loop.outbox"):
+        for e in range(5):
+            _episode(box, e)
+    clock.t = 10.0
+    assert box.due() == [] and box.given_up == 0 and not caplog.records
+
+
+def test_an_episode_ended_without_a_done_step_is_dropped_when_the_next_begins() -> None:
+    clock = Clock()
+    box = EpisodeOutbox(resend_after_s=1.0, clock=clock)
+    box.acknowledge(-1)
+    box.add(1, "1:0", done=False)  # operator reset: episode 1 never gets its done step
+    _episode(box, 2)
+    clock.t = 5.0
+    assert [e for e, _ in box.due()] == [2]

@@ -40,6 +40,8 @@ class NodeConfig:
     respawn: bool = False  # restart the process when it exits on its own
     respawn_delay_s: float = 1.0  # wait before restarting
     output: Literal["log", "screen"] = "log"  # screen: also echo the node's output on the bringup console
+    shutdown_timeout_s: float | None = None  # SIGINT -> SIGTERM allowance; None = the deployment's (a learner
+    # saving a large checkpoint needs more)
     max_respawns: int = 5  # give up after this many restarts (-1: never give up)
     env: dict[str, str] = field(default_factory=dict)  # extra environment variables for the process
 

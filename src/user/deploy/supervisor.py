@@ -22,6 +22,7 @@ from typing import IO
 from user.bus.router import router_reachable
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment
+from user.node.runner import ENV_SHUTDOWN_DEADLINE
 
 _log = logging.getLogger("user.bringup")
 
@@ -51,6 +52,7 @@ class Child:
     respawn_delay_s: float = 1.0
     max_respawns: int = 5
     screen: bool = False  # also echo the node's output on the supervisor's console
+    shutdown_timeout_s: float = 5.0  # SIGINT, then SIGTERM after this
     proc: subprocess.Popen[bytes] | None = None
     respawns: int = 0
     restart_at: float | None = None
@@ -144,23 +146,27 @@ class Supervisor:
                 )
             time.sleep(0.1)
 
-    def _child(self, launch: NodeLaunch, max_respawns: int) -> Child:
+    def _child(self, launch: NodeLaunch, max_respawns: int, shutdown_timeout_s: float | None) -> Child:
+        timeout = shutdown_timeout_s or self.deployment.shutdown_timeout_s
+        # the node's own deadline for `destroy` ends half a second before ours, so it exits by itself
+        env = {ENV_SHUTDOWN_DEADLINE: f"{max(0.5, timeout - 0.5):.3f}", **launch.env}
         return Child(
             name=launch.name,
             argv=launch.zenoh_command(),
-            env=self._env(launch.env),
+            env=self._env(env),
             log_path=self.log_dir / f"{launch.name}.log",
             respawn=launch.respawn,
             respawn_delay_s=launch.respawn_delay_s,
             max_respawns=max_respawns,
             screen=launch.output == "screen",
+            shutdown_timeout_s=timeout,
         )
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.start_router()
         for launch, cfg in zip(launches(self.deployment), self.deployment.nodes, strict=True):
-            child = self._child(launch, cfg.max_respawns)
+            child = self._child(launch, cfg.max_respawns, cfg.shutdown_timeout_s)
             child.start()
             self.children.append(child)
 
@@ -208,7 +214,7 @@ class Supervisor:
     def shutdown(self) -> None:
         for child in reversed(self.children):
             if child.alive():
-                code = child.stop(self.deployment.shutdown_timeout_s)
+                code = child.stop(child.shutdown_timeout_s)
                 _log.info("stopped %s (exit code %s)", child.name, code)
                 if code not in (0, -signal.SIGINT):
                     self.failed = True

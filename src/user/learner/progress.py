@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -34,6 +35,16 @@ COLUMNS = (
 RECENT_EPISODES = 20  # the success rate shown is over this many latest episodes
 
 
+def _preload_matplotlib() -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+    except Exception as exc:  # reported when a plot is drawn
+        _log.debug("matplotlib not available: %s", exc)
+
+
 class ProgressLog:
     """Appends progress rows; resumable (a resumed run appends to the same files)."""
 
@@ -50,6 +61,9 @@ class ProgressLog:
         self._last_plot = time.monotonic()
         self._outcomes: deque[tuple[int, int]] = deque()  # (episodes, successes) at each row, for the recent rate
         self._tb: Any = None
+        # matplotlib takes a second or more to import on a busy machine; do it now, off the node's threads, so
+        # drawing the final curve at shutdown stays well inside the node's shutdown deadline
+        threading.Thread(target=_preload_matplotlib, name="progress-preload", daemon=True).start()
         try:
             from torch.utils.tensorboard import SummaryWriter
 

@@ -16,6 +16,17 @@ from user.config.strict import ConfigError
 from user.nodes import UnknownNodeKindError, load_kind
 
 SHUTDOWN_DEADLINE_S = 4.5  # past this the process exits anyway (launchers allow 5 s)
+ENV_SHUTDOWN_DEADLINE = "USER_SHUTDOWN_DEADLINE_S"  # set by `user bringup` from the node's shutdown_timeout_s
+
+
+def shutdown_deadline_s() -> float:
+    """How long `destroy` may take: the launcher's allowance minus a margin, or the default."""
+    try:
+        return float(os.environ.get(ENV_SHUTDOWN_DEADLINE, SHUTDOWN_DEADLINE_S))
+    except ValueError:
+        return SHUTDOWN_DEADLINE_S
+
+
 EXIT_OK = 0
 EXIT_STARTUP_FAILED = 2
 EXIT_SHUTDOWN_TIMEOUT = 3
@@ -69,7 +80,7 @@ def run_node(kind: str, name: str, parameters: Mapping[str, Any], settings: Zeno
         return EXIT_STARTUP_FAILED
     _log.info("node %s (%s) running", name, kind)
     stop.wait()
-    watchdog = _force_exit_after(SHUTDOWN_DEADLINE_S, name)
+    watchdog = _force_exit_after(shutdown_deadline_s(), name)
     _log.info("node %s shutting down (signal %s)", name, stop.signum)
     try:
         node.destroy()

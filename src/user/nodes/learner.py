@@ -324,6 +324,8 @@ class LearnerNode(Node):
     # ---- reports --------------------------------------------------------------------------------
 
     def _publish_stats(self) -> None:
+        if self._stop.is_set():
+            return  # shutting down: the progress files are being closed
         c = self.trainer.snapshot()
         now = time.monotonic()
         then, steps_then = self._last_stats
@@ -381,6 +383,7 @@ class LearnerNode(Node):
     def destroy(self) -> None:
         if self._stop.is_set():
             return  # destroyed already
+        started = time.monotonic()
         self._stop.set()
         if not self.trainer.stop(JOIN_TIMEOUT_S):
             self.log.error("training thread did not stop within %.1f s", JOIN_TIMEOUT_S)
@@ -393,3 +396,4 @@ class LearnerNode(Node):
             self.progress.close()
             with self._lock:
                 self.buffer.close()
+            self.log.info("learner shut down in %.2f s", time.monotonic() - started)

@@ -37,6 +37,7 @@ from user.node.node import Node
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
 from user.robot_loop.drivers import DriverError, DriverSpec, build_driver, check_spec
 from user.robot_loop.observe import ObserverConfig
+from user.robot_loop.outbox import EpisodeOutbox
 from user.robots.arm import ArmRobot
 from user.robots.estop import ESTOP_TOPIC, EStopTopic
 from user.robots.pacing import DeadlinePacer
@@ -94,6 +95,11 @@ class RobotNodeParams:
     wait_for_consumer_s: float = setting(
         0.0, "before the first episode, wait up to this long for a subscriber of the transitions topic", min=0.0
     )
+    outbox_episodes: int = setting(
+        20, "completed episodes kept until the learner acknowledges them (re-sent if not); 0 = no outbox", min=0
+    )
+    outbox_resend_s: float = setting(5.0, "re-send an unacknowledged episode after this long, s", min=0.1)
+    embodiment_in_state: bool = setting(False, "append the embodiment id to the state (one policy, several arm types)")
 
     def __post_init__(self) -> None:
         if self.namespace and not self.namespace.startswith("/"):
@@ -129,7 +135,9 @@ class RobotNode(Node):
         deadline = period if p.realtime else p.action_timeout_s
         self.gate = ActionGate(deadline, p.intervention_deadline_s, lockstep=not p.realtime)
         observer = Observer(
-            ObserverConfig(p.robot_id, bundle.task, self.robot.descriptor.embodiment_id, p.jpeg_quality),
+            ObserverConfig(
+                p.robot_id, bundle.task, self.robot.descriptor.embodiment_id, p.jpeg_quality, p.embodiment_in_state
+            ),
             bundle.extras,
             bundle.privileged,
             bundle.frames,
@@ -144,6 +152,12 @@ class RobotNode(Node):
             bundle.connect()
         self._pub_obs = self.create_publisher(f"{ns}/observation", "user/msg/Observation", BEST_EFFORT)
         self._pub_transition = self.create_publisher(f"{ns}/transitions", "user/msg/Transition", RELIABLE)
+        self.outbox: EpisodeOutbox | None = None
+        if p.outbox_episodes > 0:  # episodes are kept until the learner's receipt; re-sent on transitions/replay
+            self.outbox = EpisodeOutbox(p.outbox_episodes, p.outbox_resend_s)
+            self._pub_replay = self.create_publisher(f"{ns}/transitions/replay", "user/msg/Transition", RELIABLE)
+            self.create_subscription(f"{ns}/episode_acks", "user/msg/EpisodeAck", self._on_ack)
+            self.create_timer(min(1.0, p.outbox_resend_s / 2), self._resend)
         self._pub_event = self.create_publisher(f"{ns}/episode_events", "user/msg/EpisodeEvent", RELIABLE)
         self._pub_joints = self.create_publisher(f"{ns}/joint_states", "sensor_msgs/msg/JointState", BEST_EFFORT)
         self._pub_images = {
@@ -273,9 +287,25 @@ class RobotNode(Node):
         self._publish_events(events)
         self._pub_obs.publish(observation_to_msg(obs, self.codec))
 
+    def _on_ack(self, msg: Any) -> None:
+        if self.outbox is not None and msg.robot_id == self.params.robot_id:
+            self.outbox.acknowledge(int(msg.episode_id))
+
+    def _resend(self) -> None:
+        """Timer: episodes without a receipt go out again, whole (the learner stores what it lacks)."""
+        assert self.outbox is not None
+        for episode_id, messages in self.outbox.due():
+            self.log.warning("no receipt for episode %d from the learner: re-sending its %d transitions",
+                             episode_id, len(messages))  # fmt: skip
+            for message in messages:
+                self._pub_replay.publish(message)
+
     def _publish(self, result: TickResult) -> None:
         if result.transition is not None:
-            self._pub_transition.publish(transition_to_msg(result.transition, self.codec))
+            message = transition_to_msg(result.transition, self.codec)
+            self._pub_transition.publish(message)
+            if self.outbox is not None:
+                self.outbox.add(result.transition.episode_id, message, result.transition.done)
         if result.ended is not None:
             self._publish_events([result.ended])
         if result.ended is None or not self.params.auto_reset:

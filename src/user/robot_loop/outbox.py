@@ -6,6 +6,9 @@ transitions were lost on the way) is handed out again by `due`, whole, to be re-
 the learner stores it if it does not have it yet and acknowledges either way. The outbox is bounded: beyond
 `max_episodes` unacknowledged episodes the oldest is given up, loudly. Messages are kept as they were
 published (the transport's message objects), so a re-send is byte-for-byte the original.
+
+Nothing is re-sent before the first receipt ever arrives: a deployment without an acknowledging learner
+(a plain recorder, a test) gets no re-sends and no complaints.
 """
 
 from __future__ import annotations
@@ -45,12 +48,15 @@ class EpisodeOutbox:
         self.acknowledged = 0
         self.given_up = 0  # episodes dropped unacknowledged because the outbox was full
         self.resent = 0  # episodes re-sent
+        self.active = False  # a receipt has arrived at least once: someone acknowledges, so re-sending makes sense
 
     def add(self, episode_id: int, message: Any, done: bool) -> None:
         """One published transition of `episode_id`; `done` marks the episode's last."""
         with self._lock:
             episode = self._episodes.get(episode_id)
             if episode is None:
+                for stale in [e for e, ep in self._episodes.items() if ep.ended_at is None]:
+                    del self._episodes[stale]  # ended without a done step (operator reset): never stored whole
                 episode = self._episodes[episode_id] = _Episode()
                 self._trim()
             episode.messages.append(message)
@@ -60,6 +66,7 @@ class EpisodeOutbox:
     def acknowledge(self, episode_id: int) -> bool:
         """The learner has the episode; forget it. False when it was not (or no longer) held."""
         with self._lock:
+            self.active = True
             episode = self._episodes.get(episode_id)
             if episode is None or episode.ended_at is None:
                 return False
@@ -75,8 +82,10 @@ class EpisodeOutbox:
     def due(self) -> list[tuple[int, list[Any]]]:
         """Completed, unacknowledged episodes whose last (re)send is `resend_after_s` old: (id, messages)."""
         now = self._clock()
-        out = []
+        out: list[tuple[int, list[Any]]] = []
         with self._lock:
+            if not self.active:
+                return out
             for episode_id, episode in self._episodes.items():
                 if episode.ended_at is not None and now - episode.sent_at >= self.resend_after_s:
                     episode.sent_at = now
@@ -94,6 +103,8 @@ class EpisodeOutbox:
         while len(self._episodes) > self.max_episodes + 1:  # + the episode being recorded
             episode_id, episode = next(iter(self._episodes.items()))
             del self._episodes[episode_id]
+            if not self.active:
+                continue  # nobody acknowledges: nothing is expected to be delivered
             self.given_up += 1
             _log.error(
                 "outbox full (%d episodes): gave up episode %d (%d transitions) without a receipt from the learner",
