@@ -50,7 +50,8 @@ def run_train(args: argparse.Namespace) -> int:
         _log.error("%s", exc)
         return EXIT_ERROR
     print(
-        f"best epoch {report.best_epoch}: validation accuracy {report.val_accuracy:.3f} on {report.val_frames} frames"
+        f"best epoch {report.best_epoch}: validation accuracy {report.val_accuracy:.3f}, balanced "
+        f"{report.val_balanced_accuracy:.3f}, on {report.val_frames} frames"
     )
     print(f"wrote {args.out}")
     return 0

@@ -50,6 +50,7 @@ class TrainReport:
     best_epoch: int
     val_accuracy: float  # NaN without a validation split
     train_accuracy: float
+    val_balanced_accuracy: float = float("nan")  # mean of the per-class accuracies (what the best epoch is chosen by)
 
 
 def to_input(frames: npt.NDArray[np.uint8], image_size: int) -> torch.Tensor:
@@ -99,7 +100,11 @@ class SuccessClassifier:
         return clf
 
     def fit(self, frames: npt.NDArray[np.uint8], labels: npt.NDArray[np.bool_]) -> TrainReport:
-        """Train on labelled frames (both classes needed); keeps the weights of the best validation epoch."""
+        """Train on labelled frames (both classes needed); keeps the weights of the best validation epoch.
+
+        Success frames are rare in robot data (a successful episode ends at its first success), so the loss
+        weighs the positive class by negatives/positives and epochs are compared by balanced accuracy; plain
+        accuracy would reward a classifier that never says "success"."""
         c = self.config
         if len(frames) != len(labels):
             raise RewardError(f"{len(frames)} frames but {len(labels)} labels")
@@ -113,19 +118,29 @@ class SuccessClassifier:
         y = torch.as_tensor(labels.astype(np.float32))
         optim = torch.optim.Adam(self.net.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         gen = torch.Generator().manual_seed(c.seed)
+        positives = float(y[train].sum())
+        pos_weight = torch.tensor((len(train) - positives) / max(positives, 1.0))
         best: tuple[float, int, dict[str, torch.Tensor]] = (-1.0, -1, {})
         for epoch in range(c.epochs):
-            self._epoch(x[train], y[train], optim, gen)
-            score = self._accuracy(x[val], y[val]) if n_val else self._accuracy(x[train], y[train])
-            _log.info("reward classifier epoch %d: accuracy %.3f", epoch, score)
+            self._epoch(x[train], y[train], optim, gen, pos_weight)
+            score = self._balanced(x[val], y[val]) if n_val else self._balanced(x[train], y[train])
+            _log.info("reward classifier epoch %d: balanced accuracy %.3f", epoch, score)
             if score > best[0]:
                 best = (score, epoch, {k: v.detach().clone() for k, v in self.net.state_dict().items()})
         self.net.load_state_dict(best[2])
         self.net.eval()
         val_acc = self._accuracy(x[val], y[val]) if n_val else float("nan")
-        return TrainReport(len(train), n_val, best[1], val_acc, self._accuracy(x[train], y[train]))
+        val_bal = self._balanced(x[val], y[val]) if n_val else float("nan")
+        return TrainReport(len(train), n_val, best[1], val_acc, self._accuracy(x[train], y[train]), val_bal)
 
-    def _epoch(self, x: torch.Tensor, y: torch.Tensor, optim: torch.optim.Optimizer, gen: torch.Generator) -> None:
+    def _epoch(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        optim: torch.optim.Optimizer,
+        gen: torch.Generator,
+        pos_weight: torch.Tensor | None = None,
+    ) -> None:
         self.net.train()
         perm = torch.randperm(len(x), generator=gen)
         for i in range(0, len(x), self.config.batch_size):
@@ -135,10 +150,19 @@ class SuccessClassifier:
             xb = x[idx]
             if torch.rand((), generator=gen) < 0.5:  # horizontal flip: the cheapest augmentation that helps
                 xb = xb.flip(-1)
-            loss = F.binary_cross_entropy_with_logits(self.net(xb), y[idx])
+            loss = F.binary_cross_entropy_with_logits(self.net(xb), y[idx], pos_weight=pos_weight)
             optim.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             optim.step()
+
+    def _balanced(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        """Mean of the accuracy on positives and on negatives (NaN parts, a class absent, are left out)."""
+        self.net.eval()
+        with torch.no_grad():
+            predicted = self.net(x) >= 0
+        truth = y >= 0.5
+        parts = [float((predicted[truth == c] == c).float().mean()) for c in (True, False) if bool((truth == c).any())]
+        return float(np.mean(parts)) if parts else float("nan")
 
     def _accuracy(self, x: torch.Tensor, y: torch.Tensor) -> float:
         self.net.eval()
