@@ -10,25 +10,41 @@ import numpy as np
 from test.algorithms.ring import RingBuffer
 from user.policies.base import PolicyInput
 from user.robots.base import ArmState
+from user.robots.safety import SafetyConfig
 from user.robots.sim.cameras import CameraConfig
 from user.robots.sim.robot import SimFrankaRobot, SimRobotConfig
-from user.tasks.base import Task, TaskState
+from user.tasks.base import TOOL_DOWN, Task, TaskState
 
-STATE_DIM = 17  # arm.vector() (14) + tool position relative to the hole top, x50 (3)
+STATE_DIM = 17  # what the pipeline observes: arm.vector() (14) + the task's extras (tool_to_hole x50, 3)
 ACTION_DIM = 7
 Actor = Callable[[PolicyInput], np.ndarray]
 
+# The action restriction a user sets for this task (robot `safety` settings): the peg stays gripped (the
+# gripper may not open), the tool stays within 0.1 rad of pointing straight down (yaw to the hole's square
+# is 0, so this never blocks the goal), and the tool target stays above z = 0.105 m (the tool is at 0.11 m
+# when the peg tip is at the success depth; the floor bounds how far the integrating target can run ahead
+# of a tool blocked by the fixture, which otherwise becomes a large unobserved force). Without these, random
+# gripper and roll/pitch exploration drops or tips the peg in almost every early episode.
+SAFETY = SafetyConfig(
+    workspace_min=(0.25, -0.35, 0.105),
+    gripper_max=0.0,
+    nominal_orientation=tuple(TOOL_DOWN),
+    max_orientation_deviation_rad=0.1,
+)
+
 
 def make_robot() -> tuple[SimFrankaRobot, Task]:
-    robot = SimFrankaRobot(SimRobotConfig(cameras=CameraConfig(names=())))
+    robot = SimFrankaRobot(SimRobotConfig(cameras=CameraConfig(names=()), safety=SAFETY))
     robot.connect()
     assert robot.task is not None
     return robot, robot.task
 
 
-def observe(arm: ArmState, state: TaskState) -> np.ndarray:
-    rel = (arm.tcp_pose[:3] - np.asarray(state.values["hole_top"])) * 50.0
-    return np.concatenate([arm.vector(), rel]).astype(np.float32)
+def observe(arm: ArmState, state: TaskState, task: Task) -> np.ndarray:
+    """The live pipeline's observation: `arm.vector()` then the task's extras, flattened in key order."""
+    extras = task.observation_extras(state)
+    parts = [arm.vector(), *(np.ravel(extras[k]) for k in sorted(extras))]
+    return np.concatenate(parts).astype(np.float32)
 
 
 @dataclass
@@ -49,14 +65,14 @@ def run(
     is_demo: bool = False,
     on_step: Callable[[], None] | None = None,
 ) -> Episode:
-    """One episode; the reward is sparse (1 on success, which ends the episode); `expert_gate(robot_action,
-    expert_action)` decides per step whether the scripted expert acts instead (an intervention)."""
+    """One episode scored as the pipeline scores it: the task's reward, success ends the episode (terminal);
+    `expert_gate(robot_action, expert_action)` decides per step whether the scripted expert acts instead."""
     arm = robot.reset(seed)
     state = robot.task_state()
     steps = interventions = 0
     success = False
     while steps < task.max_steps and not success:
-        obs = observe(arm, state)
+        obs = observe(arm, state, task)
         action = np.asarray(actor(PolicyInput(obs)), np.float32)
         intervened = False
         if expert_gate is not None:
@@ -71,8 +87,8 @@ def run(
             buffer.add(
                 obs,
                 result.applied,
-                float(success),
-                observe(arm, state),
+                task.reward(arm, state),
+                observe(arm, state, task),
                 success,
                 is_demo=is_demo,
                 intervened=intervened,

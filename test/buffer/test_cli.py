@@ -31,7 +31,7 @@ def test_info_json(buffer_dir: Path, capsys: pytest.CaptureFixture[str]) -> None
     info = json.loads(capsys.readouterr().out)
     assert (info["transitions"], info["episodes"], info["demo_transitions"]) == (15, 5, 3)
     assert info["policy_versions"] == [0, 1, 2, 3, 4]
-    assert info["robots"]["left"] == {"episodes": 2, "transitions": 6, "success_rate": 0.5}
+    assert info["robots"]["left"] == {"episodes": 2, "transitions": 6, "success_rate": 0.5, "last_episode_id": 3}
     assert info["success_rate"] == pytest.approx(0.4)
     assert (info["segments_closed"], info["segments_open"]) == (3, 0)
     assert info["bytes_on_disk"] > 0

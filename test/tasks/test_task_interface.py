@@ -42,7 +42,7 @@ def test_start_is_not_a_success_and_reward_is_bounded(task: str, robots: dict[st
         state = robot.task_state()
         assert not robot.task.success(arm, state)
         assert not robot.task.failure(arm, state)
-        assert 0.0 <= robot.task.reward(arm, state) <= 1.0
+        assert -1.0 <= robot.task.reward(arm, state) <= 1.0  # peg insertion's is a cost in (-1, 0]
         for value in robot.task.observation_extras(state).values():
             assert value.dtype == np.float32 and np.all(np.isfinite(value))
 
@@ -108,3 +108,18 @@ def test_peg_success_needs_depth(robots: dict[str, SimFrankaRobot]) -> None:
     assert not task.success(arm, shallow)
     assert task.success(arm, deep)
     assert not task.success(arm, beside)
+
+
+def test_peg_reward_is_a_cost_and_extras_give_the_scaled_tool_to_hole_offset(
+    robots: dict[str, SimFrankaRobot],
+) -> None:
+    robot = robots["peg_insertion"]
+    task = robot.task
+    assert isinstance(task, PegInsertion)
+    arm = robot.reset(3)
+    state = robot.task_state()
+    assert -1.0 < task.reward(arm, state) < 0.0  # never positive: success ends the episode, so finishing pays
+    extras = task.observation_extras(state)
+    assert list(extras) == ["tool_to_hole"]
+    expected = (np.asarray(state.values["hole_top"]) - arm.tcp_pose[:3]) * task.config.observation_scale
+    np.testing.assert_allclose(extras["tool_to_hole"], expected, atol=1e-4)
