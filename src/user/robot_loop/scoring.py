@@ -36,17 +36,23 @@ class Scorer(Protocol):
     def score(self, arm: ArmState) -> Score: ...
 
 
-class TaskScorer:
+class _StepLimited:
+    """The episode length limit every scorer reports (`Scorer.max_steps`)."""
+
+    _max_steps: int
+
+    @property
+    def max_steps(self) -> int:
+        return self._max_steps
+
+
+class TaskScorer(_StepLimited):
     """A `Task`'s reward, success and failure, read from the robot's world through `task_state`."""
 
     def __init__(self, task: Task, task_state: Callable[[], TaskState], max_steps: int | None = None) -> None:
         self.task = task
         self._task_state = task_state
         self._max_steps = max_steps or task.max_steps
-
-    @property
-    def max_steps(self) -> int:
-        return self._max_steps
 
     def score(self, arm: ArmState) -> Score:
         state = self._task_state()
@@ -55,16 +61,12 @@ class TaskScorer:
         return Score(self.task.reward(arm, state), success, success or failed)
 
 
-class GymScorer:
+class GymScorer(_StepLimited):
     """A gymnasium env's own reward and termination; success from `info["is_success"]` when it reports one."""
 
     def __init__(self, robot: GymRobot, max_steps: int) -> None:
         self._robot = robot
         self._max_steps = max_steps
-
-    @property
-    def max_steps(self) -> int:
-        return self._max_steps
 
     def score(self, arm: ArmState) -> Score:
         del arm
@@ -73,7 +75,7 @@ class GymScorer:
         return Score(r.last_reward, success, r.last_terminated, r.last_truncated)
 
 
-class RuleScorer:
+class RuleScorer(_StepLimited):
     """`RuleReward` (distance of the tool to a target pose) on the arm's state after each step.
 
     Success (within the rule's tolerances) ends the episode. Only the rule's step mode fits here: the scorer
@@ -86,16 +88,12 @@ class RuleScorer:
         self.reward = reward
         self._max_steps = max_steps
 
-    @property
-    def max_steps(self) -> int:
-        return self._max_steps
-
     def score(self, arm: ArmState) -> Score:
         value = self.reward(RewardStep(arm.stamp_ns, arm.vector()))
         return Score(value.reward, value.success, value.success)
 
 
-class ExternalScorer:
+class ExternalScorer(_StepLimited):
     """Reward 0, never a success, never the end of an episode: the reward comes from downstream.
 
     For robots whose reward a `reward` node writes into the transitions (the human pedal, a classifier);
@@ -104,10 +102,6 @@ class ExternalScorer:
 
     def __init__(self, max_steps: int) -> None:
         self._max_steps = max_steps
-
-    @property
-    def max_steps(self) -> int:
-        return self._max_steps
 
     def score(self, arm: ArmState) -> Score:
         del arm
