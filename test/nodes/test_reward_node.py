@@ -97,9 +97,12 @@ class Harness:
         self.human_topic = human_topic
         self.node = Node(make_bus("fake_robot"))
         self.received: list[Transition] = []
+        self.replayed: list[Transition] = []
         self._lock = threading.Lock()
         self.node.create_subscription(f"/{robot}/transitions/rewarded", "user/msg/Transition", self._on)
+        self.node.create_subscription(f"/{robot}/transitions/rewarded/replay", "user/msg/Transition", self._on_replay)
         self.transitions = self.node.create_publisher(f"/{robot}/transitions", "user/msg/Transition")
+        self.replays = self.node.create_publisher(f"/{robot}/transitions/replay", "user/msg/Transition")
         self.presses = self.node.create_publisher(human_topic, "user/msg/HumanReward")
         self._make_bus = make_bus
 
@@ -107,10 +110,14 @@ class Harness:
         with self._lock:
             self.received.append(transition_from_msg(msg))
 
+    def _on_replay(self, msg: Any) -> None:
+        with self._lock:
+            self.replayed.append(transition_from_msg(msg))
+
     def start(self, **params: Any) -> RewardNode:
         params = {"robot_id": self.robot, "human_topic": self.human_topic, **params}
         reward = RewardNode(self._make_bus(f"reward_{uuid.uuid4().hex[:4]}", params))
-        matched = [reward._pub.raw, self.transitions.raw]
+        matched = [reward._pub.raw, self.transitions.raw, reward._pub_replay.raw, self.replays.raw]
         if reward.human is not None:
             matched.append(self.presses.raw)
         for pub in matched:  # nothing is published before the other side listens
@@ -120,6 +127,11 @@ class Harness:
     def send(self, *transitions: Transition) -> None:
         for t in transitions:
             self.transitions.publish(transition_to_msg(t, self.node.codec))
+
+    def resend(self, *transitions: Transition) -> None:
+        """What a robot's outbox does with an episode the learner did not acknowledge."""
+        for t in transitions:
+            self.replays.publish(transition_to_msg(t, self.node.codec))
 
     def press(
         self, stamp_ns: int, reward: float = 1.0, mode: int = MODE_STEP, success: bool = False, robot_id: str = ""
@@ -230,13 +242,36 @@ def test_human_failure_press_ends_the_episode_without_success(harness: Harness) 
     try:
         harness.press(at(120), 0.0, MODE_EPISODE_END, success=False)
         assert wait_until(lambda: node.presses == 1, WAIT_S)
-        harness.send(*episode(harness.robot, 1, 3))
-        out = harness.got(3)
-        assert [(t.reward, t.terminated, t.success) for t in out] == [
-            (0, False, False),
-            (0, True, False),
-            (0, False, False),
-        ]
+        harness.send(*episode(harness.robot, 1, 4))
+        assert wait_until(lambda: node.after_end == 2, WAIT_S)  # steps 2 and 3 came after the person's end
+        out = harness.got(2)
+        assert [(t.reward, t.terminated, t.success) for t in out] == [(0, False, False), (0, True, False)]
+        assert node.published == 2 and harness.count() == 2
+    finally:
+        node.destroy()
+
+
+def test_a_resent_episode_gets_the_outcomes_already_given(harness: Harness) -> None:
+    node = harness.start(source="human", latency_s=0.3)
+    try:
+        harness.press(at(150))  # step 1
+        harness.press(at(250), 1.0, MODE_EPISODE_END, success=True)  # step 2 ends it; step 3 is past the end
+        assert wait_until(lambda: node.presses == 2, WAIT_S)
+        ep = episode(harness.robot, 4, 4)
+        harness.send(*ep)
+        live = harness.got(3)
+        harness.resend(*ep)  # the learner missed them: the robot re-sends the raw episode
+        assert wait_until(lambda: node.replayed == 3, WAIT_S)
+        with harness._lock:
+            replayed = list(harness.replayed)
+        assert (
+            [(t.step, t.reward, t.terminated, t.success) for t in replayed]
+            == [(t.step, t.reward, t.terminated, t.success) for t in live]
+            == [(0, 0.0, False, False), (1, 1.0, False, False), (2, 1.0, True, True)]
+        )
+        harness.resend(*episode(harness.robot, 99, 2))  # never judged here: a person cannot judge it now
+        assert wait_until(lambda: node.unrewarded_replays == 2, WAIT_S)
+        assert node.replayed == 3
     finally:
         node.destroy()
 
@@ -319,6 +354,12 @@ def test_rule_source_scores_the_next_observation(harness: Harness, caplog: pytes
         assert out[0].reward < 1.0 and out[1].reward == pytest.approx(2.0)
         assert not out[1].success and out[2].truncated  # step mode: the robot's own flags stay
         assert "tool pose" in caplog.text and "not forwarded" in caplog.text
+        # a re-sent episode this node never saw (it restarted) is scored afresh by the rule
+        unseen = [make_transition(harness.robot, 5, i, 100 * i, 100 * i + 100, position=TARGET) for i in range(2)]
+        harness.resend(*unseen)
+        assert wait_until(lambda: node.replayed == 2, WAIT_S)
+        with harness._lock:
+            assert [t.reward for t in harness.replayed] == pytest.approx([2.0, 2.0])
     finally:
         node.destroy()
 

@@ -3,6 +3,7 @@ action, a scripted teleop takes over for a while, and the reset service answers 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections.abc import Callable
@@ -13,9 +14,11 @@ import pytest
 
 from test.conftest import wait_until
 from user.bus.zenoh_bus import ZenohBus
-from user.interfaces.domain import Transition, transition_from_msg
+from user.interfaces.domain import Action, Transition, action_to_msg, transition_from_msg
+from user.interfaces.stamps import header, now_ns
 from user.node.node import Node
 from user.nodes.expert import ExpertNode
+from user.nodes.pedal import MODE_EPISODE_END, MODE_STEP
 from user.nodes.robot import RobotNode
 from user.nodes.teleop import TeleopNode
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
@@ -58,5 +61,63 @@ def test_realtime_robot_with_expert_teleop_and_reset(make_bus: Callable[..., Zen
     finally:
         teleop.destroy()
         expert.destroy()
+        node.destroy()
+    assert node.failed is None
+
+
+def test_a_pedal_episode_end_press_stops_the_robots_episode(make_bus: Callable[..., ZenohBus], topic: str) -> None:
+    """HIL: the operator's EPISODE_END press on the human reward topic ends the running episode at once."""
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    probe = Node(make_bus("probe"))
+    got: list[Transition] = []
+    lock = threading.Lock()
+
+    def on_transition(msg: Any) -> None:
+        with lock:
+            got.append(transition_from_msg(msg))
+
+    probe.create_subscription(f"/{robot}/transitions", "user/msg/Transition", on_transition)
+    press = probe.create_publisher(topic, "user/msg/HumanReward")
+    action = probe.create_publisher(f"/{robot}/action", "user/msg/Action")
+    params = {
+        "robot_id": robot,
+        "task": "peg_insertion",
+        "control_rate_hz": 20.0,
+        "max_steps": 400,  # 20 s: without the press the episode would outlast the test
+        "human_reward_topic": topic,
+        "auto_reset": False,
+    }
+    node = RobotNode(make_bus("robot", params))
+    stop = threading.Event()
+
+    def policy() -> None:  # a policy that hovers: never succeeds, never terminates
+        while not stop.wait(0.02):
+            obs = node.loop.observation
+            if obs is not None:
+                msg = action_to_msg(Action(robot, obs.episode_id, obs.step, np.zeros(7, np.float32)), probe.codec)
+                action.publish(msg)
+
+    thread = threading.Thread(target=policy, daemon=True)
+    thread.start()
+    try:
+        assert press.raw.wait_for_subscribers(10.0)  # type: ignore[attr-defined]
+        assert wait_until(lambda: len(got) >= 10, 20.0), node.failed
+        other = probe.codec.msg_class("user/msg/HumanReward")(
+            header=header(now_ns(), "", probe.codec), robot_id="someone_else", source="pedal0", reward=1.0,
+            mode=MODE_EPISODE_END, success=True,
+        )  # fmt: skip
+        press.publish(other)  # for another robot: ignored
+        step_press = dataclasses.replace(other, robot_id=robot, mode=MODE_STEP)
+        press.publish(step_press)  # a step reward does not end anything
+        assert not wait_until(lambda: not node.loop.in_episode, 0.5)
+        press.publish(dataclasses.replace(other, robot_id=robot))
+        assert wait_until(lambda: not node.loop.in_episode, 5.0)
+        with lock:
+            seen = list(got)
+        assert seen[-1].truncated and not seen[-1].terminated and len(seen) < 400
+        assert not any(t.done for t in seen[:-1]) and node.loop.ended_by_request == 1
+    finally:
+        stop.set()
+        thread.join(5.0)
         node.destroy()
     assert node.failed is None

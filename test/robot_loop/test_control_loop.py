@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -107,6 +108,30 @@ def test_truncation_at_the_episode_length(robot: SimFrankaRobot) -> None:
     flags = [(r.transition.terminated, r.transition.truncated) for r in results if r.transition]
     assert flags == [(False, False), (False, False), (False, True)]
     assert results[-1].ended is not None and not results[-1].ended.success and results[-1].ended.steps == 3
+
+
+def test_a_requested_end_truncates_the_running_episode_after_its_next_step(robot: SimFrankaRobot) -> None:
+    loop = _loop(robot, FakeClock(), max_steps=50)
+    assert not loop.request_end()  # nothing running yet
+    obs, _ = loop.reset()
+    old = obs.episode_id
+
+    def step() -> Any:
+        loop.gate.feed_policy(Action("arm", obs.episode_id, obs.step, np.zeros(7, np.float32)))
+        return loop.tick()
+
+    first = step()
+    obs = first.observation
+    assert first.transition is not None and not first.transition.done
+    assert not loop.request_end(old + 5)  # another episode's request does nothing
+    assert loop.request_end(old)
+    second = step()
+    assert second.transition is not None and second.transition.truncated and not second.transition.terminated
+    assert second.ended is not None and second.ended.steps == 2 and loop.ended_by_request == 1
+    assert not loop.in_episode and not loop.request_end(old)
+    obs, _ = loop.reset()
+    third = step()  # a new episode is not affected by the old request
+    assert third.transition is not None and not third.transition.done
 
 
 def test_intervention_overrides_and_is_flagged_for_exactly_those_steps(robot: SimFrankaRobot) -> None:

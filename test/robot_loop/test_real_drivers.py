@@ -37,6 +37,7 @@ from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.scoring import ExternalScorer, RuleScorer
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState
+from user.robots.safety import SafetyConfig
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -300,6 +301,7 @@ def test_robot_node_runs_franka_ros_with_a_rule_reward(make_bus: Callable[..., Z
         ({"cameras": True}, "cameras is a simulator setting"),
         ({"privileged_state": True}, "privileged_state is a simulator setting"),
         ({"realtime": False}, "realtime: false is a simulator setting"),
+        ({"safety": {"gripper_max": 0.0}}, r"safety \(set hardware.safety\) is a simulator setting"),
         ({"driver": "franka_ros"}, "host is a setting of driver franka only"),
         ({"driver": "arx", "host": "", "hardware": {"interface": 3}}, "hardware: interface"),
         ({"driver": "nonsense"}, "unknown robot driver 'nonsense'"),
@@ -318,6 +320,19 @@ def test_sim_drivers_refuse_real_settings_and_keep_their_task_reward() -> None:
             check_spec(DriverSpec("sim_franka", "s", **changes))
     with pytest.raises(DriverError, match="for real drivers"):
         check_spec(DriverSpec("gym", "g", gym_env="Pendulum-v1", reward="external"))
+
+
+def test_sim_arm_safety_settings_go_on_top_of_the_defaults() -> None:
+    robot = build_driver(DriverSpec("sim_franka", "s", safety={"gripper_max": 0.0, "workspace_min": [0.3, -0.3, 0.1]}))
+    limits = robot.robot.safety.config  # type: ignore[attr-defined]
+    assert limits.gripper_max == 0.0 and limits.workspace_min == (0.3, -0.3, 0.1)
+    assert limits.workspace_max == SafetyConfig().workspace_max  # untouched settings keep their defaults
+    with pytest.raises(DriverError, match="safety: unknown key 'gripper'"):
+        build_driver(DriverSpec("sim_franka", "s", safety={"gripper": 0.0}))
+    with pytest.raises(DriverError, match="safety"):
+        build_driver(DriverSpec("sim_franka", "s", safety={"gripper_min": 0.5, "gripper_max": 0.2}))
+    with pytest.raises(DriverError, match="driver gym has no Cartesian action limits"):
+        check_spec(DriverSpec("gym", "g", gym_env="Pendulum-v1", safety={"gripper_max": 0.0}))
 
 
 def test_robot_node_params_check_the_driver_settings_at_load() -> None:

@@ -15,8 +15,9 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | No
         return images
     b, _, h, w = images.shape
     padded = F.pad(images, (pad, pad, pad, pad), mode="replicate")
-    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator, device=images.device)
-    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator, device=images.device)
+    # Offsets are drawn on the host (where the seeded generator lives), then moved to the images' device.
+    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(images.device)
+    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(images.device)
     rows = (dy.view(b, 1) + torch.arange(h, device=images.device).view(1, h)).view(b, 1, h, 1)
     cols = (dx.view(b, 1) + torch.arange(w, device=images.device).view(1, w)).view(b, 1, 1, w)
     batch = torch.arange(b, device=images.device).view(b, 1, 1, 1)

@@ -44,6 +44,18 @@ class TorchBatch:
     def __len__(self) -> int:
         return int(self.action.shape[0])
 
+    def to(self, device: torch.device) -> TorchBatch:
+        """The same batch on `device`."""
+        return TorchBatch(
+            obs=self.obs.to(device),
+            action=self.action.to(device),
+            reward=self.reward.to(device),
+            next_obs=self.next_obs.to(device),
+            terminated=self.terminated.to(device),
+            is_demo=self.is_demo.to(device),
+            intervened=self.intervened.to(device),
+        )
+
     def select(self, rows: torch.Tensor) -> TorchBatch:
         """The sub-batch at `rows` (indices or boolean mask)."""
         return TorchBatch(
@@ -58,7 +70,7 @@ class TorchBatch:
 
 
 def to_torch(batch: TransitionBatch, policy: Policy) -> TorchBatch:
-    """Preprocess a buffer batch with the policy's observation config; shapes are checked."""
+    """Preprocess a buffer batch with the policy's observation config, on the policy's device; shapes checked."""
     n = len(batch)
     if batch.action.shape != (n, policy.action_dim):
         raise AlgorithmError(f"batch actions have shape {batch.action.shape}, the policy acts in {policy.action_dim}")
@@ -72,7 +84,7 @@ def to_torch(batch: TransitionBatch, policy: Policy) -> TorchBatch:
         intervened=torch.as_tensor(np.asarray(batch.intervened, dtype=bool)),
     )
     assert out.reward.shape == (n,) and out.terminated.shape == (n,)
-    return out
+    return out.to(policy.device)
 
 
 def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
@@ -108,4 +120,4 @@ class Algorithm(ABC):
         torch.save(self.state_dict(), Path(path))
 
     def load(self, path: str | Path) -> None:
-        self.load_state_dict(torch.load(Path(path), weights_only=True))
+        self.load_state_dict(torch.load(Path(path), weights_only=True, map_location="cpu"))

@@ -123,9 +123,9 @@ class SAC(Algorithm):
                 cfg.num_critics,
                 cfg.critic_hidden,
                 layer_norm=cfg.critic_layer_norm,
-            )
+            ).to(policy.device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(math.log(cfg.init_temperature), requires_grad=True)
+        self.log_alpha = torch.tensor(math.log(cfg.init_temperature), device=policy.device, requires_grad=True)
         self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -float(policy.action_dim)
         self.actor_optim = torch.optim.Adam(policy.actor.parameters(), lr=cfg.actor_lr)
         self.critic_optim = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
@@ -147,7 +147,7 @@ class SAC(Algorithm):
             raise AlgorithmError(f"a batch of {len(batch)} cannot be split into utd_ratio={cfg.utd_ratio} slices")
         losses: dict[str, float] = {}
         info: dict[str, float] = {}
-        for rows in torch.arange(len(batch)).chunk(cfg.utd_ratio):
+        for rows in torch.arange(len(batch), device=batch.action.device).chunk(cfg.utd_ratio):
             part = self._augment(batch.select(rows))
             loss, i = self.critic_step(part)
             losses["critic"], info = float(loss.detach()), {**info, **i}
@@ -258,4 +258,4 @@ class SAC(Algorithm):
         self.temperature_optim.load_state_dict(state["temperature_optim"])
         self.critic_steps = int(state["critic_steps"])
         self.actor_steps = int(state["actor_steps"])
-        self.generator.set_state(state["generator"])
+        self.generator.set_state(state["generator"].cpu())

@@ -98,7 +98,7 @@ class CheckpointStore:
 
     def load(self, policy_id: str) -> Checkpoint:
         try:
-            payload = torch.load(self.latest, weights_only=False)
+            payload = torch.load(self.latest, weights_only=False, map_location="cpu")
         except (OSError, RuntimeError, EOFError) as exc:
             raise CheckpointError(f"{self.latest}: cannot read the checkpoint ({exc})") from exc
         if payload.get("format") != FORMAT:

@@ -3,7 +3,10 @@
 Topics and services (names configurable):
 
 - `/<robot>/transitions` (user/msg/Transition, RELIABLE) for every robot in `robots`: stored as they
-  stream; an episode is committed to the buffer when its last transition arrives;
+  stream; an episode is committed to the buffer when its last transition arrives (`transitions_suffix`
+  picks e.g. `transitions/rewarded` behind a reward node);
+- `/<robot>/<transitions_suffix>/replay`: whole episodes re-sent because they were not acknowledged; each
+  stored episode, live or re-sent, is acknowledged on `/<robot>/episode_acks` (user/msg/EpisodeAck);
 - `weights_topic` (user/msg/WeightChunk, latched): the policy's actor weights, versioned and chunked
   (`user.sync`), every `pacing.publish_every` update calls (async) or after each training phase (sync);
 - `stats_topic` (user/msg/TrainingStats): progress every `stats_period_s`;
@@ -40,6 +43,7 @@ from user.interfaces.domain import Transition, transition_from_msg
 from user.interfaces.stamps import header, now_ns
 from user.learner.checkpoint import Checkpoint, CheckpointStore, LearnerCounters
 from user.learner.config import LearningConfig, PacingConfig, check_batch_split
+from user.learner.device import DEVICE_HELP, resolve_device
 from user.learner.progress import ProgressLog
 from user.learner.trainer import Trainer
 from user.node.node import Node
@@ -71,6 +75,7 @@ class LearnerParams:
     )
     keep_checkpoints: int = setting(3, "numbered checkpoints kept beside latest.pt", min=1)
     torch_threads: int = setting(0, "torch CPU threads; 0 = torch's default", min=0)
+    device: str = setting("cpu", DEVICE_HELP)
     sync_train_timeout_s: float = setting(600.0, "sync mode: longest training phase, s", min=1.0)
 
     def __post_init__(self) -> None:
@@ -93,7 +98,7 @@ class LearnerNode(Node):
         self.run_dir = Path(p.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.buffer = ReplayBuffer.open(self.run_dir / "buffer", self._buffer_config())
-        self.policy = learning.build_policy()
+        self.policy = learning.build_policy().to(resolve_device(p.device))
         self.algorithm = learning.build_algorithm(self.policy)
         self.counters = LearnerCounters()
         self.store = CheckpointStore(self.run_dir / "checkpoints", p.keep_checkpoints)
@@ -129,7 +134,8 @@ class LearnerNode(Node):
         self.replayed_episodes = 0  # episodes stored from a robot's re-send (missed live)
         for robot in p.robots:
             self.create_subscription(f"/{robot}/{p.transitions_suffix}", "user/msg/Transition", self._on_transition)
-            self.create_subscription(f"/{robot}/transitions/replay", "user/msg/Transition", self._on_replay)
+            replay_topic = f"/{robot}/{p.transitions_suffix}/replay"  # the robot's, or a reward node's re-sends
+            self.create_subscription(replay_topic, "user/msg/Transition", self._on_replay)
         self.create_service(f"/{self.name}/checkpoint", "user/srv/Checkpoint", self._on_checkpoint)
         self.create_service(f"/{self.name}/buffer_stats", "user/srv/BufferStats", self._on_buffer_stats)
         self.create_timer(p.stats_period_s, self._publish_stats)

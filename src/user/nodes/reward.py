@@ -5,12 +5,20 @@ Topics (prefix `namespace`, default `/<robot_id>`):
 - `transitions` (user/msg/Transition, RELIABLE, subscribed): what the robot streams;
 - `transitions/rewarded` (user/msg/Transition, RELIABLE): the same transitions, in the same order, with
   `reward` replaced (and `success`/`terminated`/`truncated` where the source judges the outcome);
-- `/human_reward` (user/msg/HumanReward, RELIABLE, subscribed; source `human` only).
+- `/human_reward` (user/msg/HumanReward, RELIABLE, subscribed; source `human` only);
+- `transitions/replay` -> `transitions/rewarded/replay`: whole episodes a robot re-sends because the learner
+  did not acknowledge them (see `user.robot_loop.outbox`). They get the outcome this node already gave
+  each step (the last `REPLAY_MEMORY_EPISODES` episodes are remembered), so a re-sent episode is stored
+  exactly as it would have been. An episode this node never rewarded (it restarted) is scored afresh by a
+  rule, classifier or task source; a human source cannot judge it again: its steps are not forwarded
+  (`unrewarded_replays`, logged) and the robot's outbox gives the episode up loudly.
 
 Sources (`source`):
 
 - `human`: the sum of the pedal/keyboard presses stamped inside the step's time window (0 without one);
-  an EPISODE_END press ends the episode at its step (`terminated`, `success` = the press's). Transitions
+  an EPISODE_END press ends the episode at its step (`terminated`, `success` = the press's); the robot's later
+  steps of that episode (it stops one or two steps after the press when its `human_reward_topic` is set,
+  else at its step limit) are past the end and not forwarded (`after_end`). Transitions
   are held `latency_s` after they arrive so that late presses still land on their step, then released
   in order; see `user.rewards.online` for the windows and clocks.
 - `rule`: `RuleReward` (distance of the tool to a target pose) on the next observation.
@@ -30,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,6 +51,7 @@ from user.rewards.human import HumanPress
 from user.rewards.online import HumanRewarder, Outcome, StepRewarder, is_terminal
 from user.rewards.rule import RuleReward, RuleRewardConfig
 
+REPLAY_MEMORY_EPISODES = 64  # episodes whose outcomes are kept for re-sends (above any outbox size in use)
 CLOCK_MISMATCH_NS = 60_000_000_000  # a press this far from the robot's latest step means the clocks differ
 
 
@@ -97,6 +107,13 @@ class RewardNode(Node):
         self.bad_presses = 0  # presses with an unknown mode
         self.foreign_presses = 0  # presses for another robot
         self.presses = 0  # presses accepted
+        self.after_end = 0  # steps the robot sent after a person's EPISODE_END step (not forwarded)
+        self._ended: deque[int] = deque(maxlen=64)  # episodes ended early by an outcome, newest last
+        # (episode id -> step -> the outcome published, None = not forwarded) of the latest episodes
+        self._given: OrderedDict[int, dict[int, Outcome | None]] = OrderedDict()
+        self.replayed = 0  # re-sent steps forwarded
+        self.unrewarded_replays = 0  # re-sent steps a human source never judged (not forwarded)
+        self._replay_scorer = StepRewarder(None)
         self.scorer = StepRewarder(None)
         self.human: HumanRewarder[Any] | None = None
         if p.source == "human":
@@ -104,8 +121,12 @@ class RewardNode(Node):
         else:
             reward = self._make_reward()
             self.scorer = StepRewarder(reward, decides_outcome=reward is not None and is_terminal(reward))
+            replay_reward = self._make_reward()  # its own instance: rewards may keep per-episode state
+            self._replay_scorer = StepRewarder(replay_reward, self.scorer.decides_outcome)
         self._pub = self.create_publisher(self.output_topic, "user/msg/Transition", RELIABLE)
         self.create_subscription(self.input_topic, "user/msg/Transition", self._on_transition, RELIABLE)
+        self._pub_replay = self.create_publisher(f"{self.output_topic}/replay", "user/msg/Transition", RELIABLE)
+        self.create_subscription(f"{self.input_topic}/replay", "user/msg/Transition", self._on_replay, RELIABLE)
         if self.human is not None:
             self.create_subscription(p.human_topic, "user/msg/HumanReward", self._on_press, RELIABLE)
             self.create_timer(p.settle_period_s, self._settle)
@@ -165,6 +186,42 @@ class RewardNode(Node):
             return
         self._publish(msg, outcome)
 
+    def _on_replay(self, msg: Any) -> None:
+        episode, step = int(msg.episode_id), int(msg.step)
+        with self._lock:
+            given = self._given.get(episode)
+            if given is not None and step in given:
+                outcome = given[step]
+                if outcome is not None:
+                    self._pub_replay.publish(_rewarded(msg, outcome))
+                    self.replayed += 1
+                return
+            if self.human is not None:
+                self.unrewarded_replays += 1
+                self.log.error(
+                    "re-sent episode %d step %d was never judged here (this node restarted?); a person cannot "
+                    "judge it again: not forwarded",
+                    episode,
+                    step,
+                )
+                return
+            try:
+                fresh = self._replay_scorer(transition_from_msg(msg))
+            except RewardError as exc:
+                self.unscored += 1
+                self.log.error("re-sent episode %d step %d: cannot compute the reward (%s)", episode, step, exc)
+                return
+            self._pub_replay.publish(_rewarded(msg, fresh))
+            self.replayed += 1
+
+    def _remember(self, episode: int, step: int, outcome: Outcome | None) -> None:
+        given = self._given.get(episode)
+        if given is None:
+            given = self._given[episode] = {}
+            while len(self._given) > REPLAY_MEMORY_EPISODES:
+                self._given.popitem(last=False)
+        given[step] = outcome
+
     def _on_press(self, msg: Any) -> None:
         try:
             press = HumanPress.from_msg(msg)
@@ -221,14 +278,20 @@ class RewardNode(Node):
             )
 
     def _publish(self, msg: Any, outcome: Outcome) -> None:
-        out = dataclasses.replace(
-            msg,
-            reward=float(outcome.reward),
-            success=outcome.success,
-            terminated=outcome.terminated,
-            truncated=outcome.truncated,
-        )
-        self._pub.publish(out)
+        episode = int(msg.episode_id)
+        if episode in self._ended:
+            self._remember(episode, int(msg.step), None)
+            self.after_end += 1  # the person ended the episode at an earlier step: these steps are past its end
+            self.log.info(
+                "episode %d step %d: after the episode's end (pressed at an earlier step); not forwarded",
+                episode,
+                int(msg.step),
+            )
+            return
+        if outcome.terminated and not (msg.terminated or msg.truncated):  # ended here, before the robot stopped
+            self._ended.append(episode)
+        self._remember(episode, int(msg.step), outcome)
+        self._pub.publish(_rewarded(msg, outcome))
         self.published += 1
 
     def destroy(self) -> None:
@@ -237,3 +300,14 @@ class RewardNode(Node):
             if self.human is not None:
                 for msg, outcome in self.human.flush():
                     self._publish(msg, outcome)
+
+
+def _rewarded(msg: Any, outcome: Outcome) -> Any:
+    """A copy of the transition message with the outcome written in."""
+    return dataclasses.replace(
+        msg,
+        reward=float(outcome.reward),
+        success=outcome.success,
+        terminated=outcome.terminated,
+        truncated=outcome.truncated,
+    )

@@ -43,6 +43,7 @@ from user.robots.estop import ESTOP_TOPIC, EStopTopic
 from user.robots.pacing import DeadlinePacer
 
 JOIN_TIMEOUT_S = 3.0
+HUMAN_EPISODE_END = 1  # user/msg/HumanReward MODE_EPISODE_END
 
 
 @dataclass
@@ -84,6 +85,11 @@ class RobotNodeParams:
         "real drivers: camera name -> its settings (user.cameras CameraConfig: driver realsense/opencv/bus, "
         "serial, device, topic, width, height, rate_hz, resize, ...); their images go into observations",
     )
+    safety: dict[str, Any] = setting(  # noqa: RUF009 - copied per instance
+        {},
+        "sim arms: action limits on top of the defaults (user.robots.safety SafetyConfig: workspace_min/max, "
+        "gripper_min/max, nominal_orientation, max_orientation_deviation_rad, ...); real arms: hardware.safety",
+    )
     seed: int = setting(0, "episode n resets with seed + n; -1 = unseeded", min=-1)
     first_episode_id: int = setting(0, "id of the first episode (ids increase by one per episode)", min=0)
     auto_reset: bool = setting(True, "start the next episode as soon as one ends (else wait for the reset service)")
@@ -100,6 +106,11 @@ class RobotNodeParams:
     )
     outbox_resend_s: float = setting(5.0, "re-send an unacknowledged episode after this long, s", min=0.1)
     embodiment_in_state: bool = setting(False, "append the embodiment id to the state (one policy, several arm types)")
+    human_reward_topic: str = setting(
+        "",
+        "an EPISODE_END press for this robot (or for every robot) on this topic (user/msg/HumanReward, e.g. the "
+        "pedal's /human_reward) ends the running episode after its next step; empty = presses do not end episodes",
+    )
 
     def __post_init__(self) -> None:
         if self.namespace and not self.namespace.startswith("/"):
@@ -113,7 +124,7 @@ class RobotNodeParams:
         return DriverSpec(
             self.driver, self.robot_id, self.site, self.task, self.task_params, self.gym_env, self.control_rate_hz,
             self.realtime, self.cameras, self.privileged_state, self.max_steps, self.reward, self.rule, self.host,
-            self.hardware, self.camera_configs,
+            self.hardware, self.camera_configs, self.safety,
         )  # fmt: skip
 
 
@@ -166,6 +177,8 @@ class RobotNode(Node):
         }
         self.create_subscription(f"{ns}/action", "user/msg/Action", self._on_action)
         self.create_subscription(f"{ns}/intervention", "user/msg/Action", self._on_intervention)
+        if p.human_reward_topic:
+            self.create_subscription(p.human_reward_topic, "user/msg/HumanReward", self._on_human_reward, RELIABLE)
         arm = self.robot if isinstance(self.robot, ArmRobot) else None
         self._estop = EStopTopic(self, arm, p.estop_topic) if arm is not None else None
         self._reset_request: int | None = None  # seed, -1 = none; guarded by _lock
@@ -199,6 +212,16 @@ class RobotNode(Node):
 
     def _on_intervention(self, msg: Any) -> None:
         self.gate.feed_intervention(action_from_msg(msg))
+
+    def _on_human_reward(self, msg: Any) -> None:
+        if int(msg.mode) != HUMAN_EPISODE_END or (msg.robot_id and msg.robot_id != self.params.robot_id):
+            return
+        episode = self.loop.episode_id
+        if self.loop.request_end(episode):
+            self.log.info("episode %s: %s pressed the end (%s)", episode, msg.source or "a person",
+                          "success" if msg.success else "failure")  # fmt: skip
+        else:
+            self.log.info("an episode-end press from %s arrived between episodes: ignored", msg.source or "a person")
 
     def _on_reset(self, request: Any) -> Any:
         if request.robot_id and request.robot_id != self.params.robot_id:

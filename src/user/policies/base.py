@@ -11,11 +11,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from torch import nn
+
+P = TypeVar("P", bound="Policy")
 
 
 class PolicyError(ValueError):
@@ -42,6 +45,10 @@ class TensorObs:
 
     def with_images(self, images: dict[str, torch.Tensor]) -> TensorObs:
         return TensorObs(self.state, images)
+
+    def to(self, device: torch.device) -> TensorObs:
+        """The same observations on `device` (no copy when already there)."""
+        return TensorObs(self.state.to(device), {k: v.to(device) for k, v in self.images.items()})
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,8 @@ class Policy(ABC):
         state = np.asarray(obs.state, dtype=np.float32)[None]
         images = {k: np.asarray(v)[None] for k, v in obs.images.items()}
         with torch.no_grad():
-            action = self.act_tensor(self.preprocess(state, images), deterministic=deterministic)
+            obs_t = self.preprocess(state, images).to(self.device)
+            action = self.act_tensor(obs_t, deterministic=deterministic)
         if tuple(action.shape) != (1, self.action_dim):
             raise PolicyError(f"policy produced shape {tuple(action.shape)}, expected (1, {self.action_dim})")
         out: npt.NDArray[np.float32] = action[0].detach().cpu().numpy().astype(np.float32)
@@ -148,14 +156,29 @@ class Policy(ABC):
         """Called at an episode boundary (policies with internal state, e.g. action chunks, clear it)."""
 
     @property
+    def device(self) -> torch.device:
+        """Where the actor's parameters live (preprocessing always produces host tensors)."""
+        return self._flat.buffer.device
+
+    def to(self: P, device: str | torch.device) -> P:
+        """Move the actor to `device` and re-home its parameters in one flat buffer there; returns self.
+
+        Call before an algorithm is built on the policy (its optimisers hold the parameters)."""
+        target = torch.device(device)
+        if target != self.device:
+            self.actor.to(target)
+            self._flat = FlatParameters(self.actor)
+        return self
+
+    @property
     def weight_spec(self) -> WeightSpec:
         return self._flat.spec
 
     def get_weights(self, dtype: torch.dtype | None = None) -> FlatWeights:
-        """A copy of all actor parameters as one flat tensor (optionally cast, e.g. to bfloat16 for sending)."""
+        """A host copy of all actor parameters as one flat tensor (optionally cast, e.g. to bfloat16 for sending)."""
         if not self._flat.intact():
-            raise PolicyError("actor parameters were moved off the flat buffer (module moved after construction?)")
-        data = self._flat.buffer.detach().to(dtype=dtype or self._flat.buffer.dtype, copy=True)
+            raise PolicyError("actor parameters were moved off the flat buffer (moved without Policy.to?)")
+        data = self._flat.buffer.detach().to(device="cpu", dtype=dtype or self._flat.buffer.dtype, copy=True)
         return FlatWeights(data, self._flat.spec, self.version)
 
     def load_weights(self, weights: FlatWeights) -> None:

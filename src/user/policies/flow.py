@@ -199,7 +199,7 @@ class FlowPolicy(Policy):
         b = len(obs)
         assert action.shape == (b, self.action_dim), action.shape
         x1 = unsquash_action(action, self.config.squash)
-        x0 = torch.randn(x1.shape, generator=generator, dtype=x1.dtype)
-        t = torch.rand(b, generator=generator, dtype=x1.dtype)
+        x0 = torch.randn(x1.shape, generator=generator, dtype=x1.dtype).to(x1.device)  # host draws, seeded
+        t = torch.rand(b, generator=generator, dtype=x1.dtype).to(x1.device)
         velocity, _ = self.actor.velocity(self.actor.encoder(obs), interpolate(x0, x1, t), t)
         return flow_matching_loss(velocity, x0, x1)

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from user.robot_loop.observe import ExtrasFn, FramesFn, TaskStateFn
 from user.robot_loop.scoring import ExternalScorer, GymScorer, RuleScorer, Scorer, TaskScorer
 from user.robots.base import Robot
 from user.robots.gym_robot import GymRobot
+from user.robots.safety import SafetyConfig
 from user.robots.sim import CameraConfig, SimArxRobot, SimFrankaRobot, SimRobotConfig
 from user.robots.sim.robot import arx_config
 
@@ -80,6 +81,7 @@ class DriverSpec:
     host: str = ""  # franka: address of the robot's Control unit (FCI)
     hardware: Mapping[str, Any] | None = None  # real: settings of the driver's config (HARDWARE_CONFIGS)
     camera_configs: Mapping[str, Mapping[str, Any]] | None = None  # real: camera name -> CameraConfig settings
+    safety: Mapping[str, Any] | None = None  # sim arms: SafetyConfig settings (real arms: hardware.safety)
 
 
 @dataclass
@@ -196,6 +198,8 @@ def check_spec(spec: DriverSpec) -> None:
         return
     if spec.reward != "task":
         raise DriverError(f"reward {spec.reward!r} is for real drivers; driver {spec.driver} scores with its task")
+    if spec.driver == "gym" and spec.safety:
+        raise DriverError("safety is a setting of the arm drivers; driver gym has no Cartesian action limits")
     for name in ("rule", "host", "hardware", "camera_configs"):
         if getattr(spec, name):
             raise DriverError(f"{name} is a setting of the real drivers ({', '.join(REAL_DRIVERS)}), not {spec.driver}")
@@ -210,6 +214,7 @@ def real_settings(spec: DriverSpec) -> RealSettings:
         "task_params": bool(spec.task_params),
         "gym_env": bool(spec.gym_env),
         "realtime: false": not spec.realtime,
+        "safety (set hardware.safety)": bool(spec.safety),
     }
     for name, used in sim_only.items():
         if used:
@@ -298,6 +303,15 @@ def build_driver(spec: DriverSpec, node: Node | None = None) -> DriverBundle:
     return _sim_bundle(spec)
 
 
+def _sim_safety(spec: DriverSpec, base: SafetyConfig) -> SafetyConfig:
+    """The simulated arm's action limits: its defaults with the node's `safety` settings on top."""
+    if not spec.safety:
+        return base
+    merged = {f.name: getattr(base, f.name) for f in fields(SafetyConfig)} | dict(spec.safety)
+    config: SafetyConfig = _parse(SafetyConfig, merged, f"driver {spec.driver}: safety")
+    return config
+
+
 def _sim_bundle(spec: DriverSpec) -> DriverBundle:
     base = arx_config(spec.task) if spec.driver == "sim_arx" else SimRobotConfig(task=spec.task)
     config = replace(
@@ -308,6 +322,7 @@ def _sim_bundle(spec: DriverSpec) -> DriverBundle:
         realtime=spec.realtime,
         cameras=CameraConfig() if spec.cameras else CameraConfig(names=()),
         sim=replace(base.sim, control_rate_hz=spec.control_rate_hz),
+        safety=_sim_safety(spec, base.safety),
     )
     robot: SimFrankaRobot = SimArxRobot(config) if spec.driver == "sim_arx" else SimFrankaRobot(config)
     task = robot.task

@@ -1,6 +1,10 @@
 """`ControlLoop`: episodes on one robot. Each `tick` gates an action, steps the robot, scores the step and
 assembles the `Transition`; `reset` starts the next episode (seeded, ids increasing per robot).
 
+`request_end(episode_id)` (thread-safe: a person's EPISODE_END press arrives on a bus thread) ends that
+episode after its next recorded step, marked truncated unless the scorer already terminated it: the
+person's verdict (reward, success) is written downstream by a reward node.
+
 A tick with no fresh action at all (no policy yet, policy stalled) holds the robot and records nothing:
 the episode neither advances nor stores a transition the policy never chose. A step the robot itself
 held (safety, e-stop) is recorded with the zero action it applied and source HOLD.
@@ -8,7 +12,9 @@ held (safety, e-stop) is recorded with the zero action it applied and source HOL
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +78,9 @@ class ControlLoop:
         self._episode: _Episode | None = None
         self._observation: Observation | None = None
         self.held_ticks = 0  # ticks without a fresh action
+        self._end_requests: set[int] = set()  # episode ids a person asked to end; guarded by _end_lock
+        self._end_lock = threading.Lock()
+        self.ended_by_request = 0  # episodes ended by request_end
 
     @property
     def robot_id(self) -> str:
@@ -88,6 +97,26 @@ class ControlLoop:
     @property
     def observation(self) -> Observation | None:
         return self._observation
+
+    def request_end(self, episode_id: int | None = None) -> bool:
+        """Ask to end episode `episode_id` (None: the running one) after its next step; any thread.
+
+        Returns False (nothing to end) when that episode is not running."""
+        episode = self._episode
+        if episode is None or not episode.active:
+            return False
+        target = episode.episode_id if episode_id is None else episode_id
+        if target != episode.episode_id:
+            return False
+        with self._end_lock:
+            self._end_requests.add(target)
+        return True
+
+    def _end_requested(self, episode_id: int) -> bool:
+        with self._end_lock:
+            requested = episode_id in self._end_requests
+            self._end_requests.clear()  # requests for older episodes are void
+            return requested
 
     def reset(
         self, seed: int | None = None, *, use_default_seed: bool = True
@@ -127,6 +156,10 @@ class ControlLoop:
             return TickResult(self._observation, held=True)
         result = self.robot.step(choice.data)
         transition = self._transition(episode, obs, choice, result)
+        if not transition.done and self._end_requested(episode.episode_id):
+            transition = dataclasses.replace(transition, truncated=True)
+            self.ended_by_request += 1
+            _log.info("episode %d: ending at step %d as requested", episode.episode_id, episode.step)
         self._observation = transition.next_observation
         episode.step += 1
         episode.episode_return += transition.reward

@@ -1,6 +1,9 @@
 """Peg insertion: a square peg, held in the gripper from the start, goes into a square hole with tight clearance.
 
-The hole's fixture is placed at random on the table each episode and the arm starts at a random pose
+The hole has 0.5 mm of clearance per side and a 4 mm 45-degree bevel at its rim, as machined and printed
+fixtures have; with the arm's impedance control (compliance) the bevel guides a peg that arrives a few
+millimetres or a few hundredths of a radian off into the hole, while a peg that misses the bevel stops on
+the rim. The hole's fixture is placed at random on the table each episode and the arm starts at a random pose
 above it with a random yaw. Reward: the shaped cost -tanh(d / reward_scale) (in (-1, 0]) with d the distance
 from the peg tip to the bottom of the goal depth. Success: the peg tip is inside the hole, at least
 `success_depth` down; it ends the episode.
@@ -44,6 +47,8 @@ class PegInsertionConfig:
     clearance: float = setting(0.0005, "gap between peg and hole on each side, m", min=0.0, max=0.01)
     fixture_height: float = setting(0.08, "height of the hole's top above the table, m", min=0.03, max=0.3)
     hole_depth: float = setting(0.045, "depth of the hole, m", min=0.01)
+    chamfer: float = setting(0.004, "45 degree bevel at the hole's rim, m (0 = a sharp edge)", min=0.0, max=0.02)
+    fixture_friction: float = setting(0.3, "sliding friction of the peg on the fixture (bevel and walls)", min=0.0)
     success_depth: float = setting(0.03, "how far the peg tip must be below the hole's top, m", min=0.001)
     hole_x: tuple[float, float] = setting((0.48, 0.62), "range of the hole centre's x, m")
     hole_y: tuple[float, float] = setting((-0.12, 0.12), "range of the hole centre's y, m")
@@ -85,6 +90,7 @@ class PegInsertion(Task):
             height=c.fixture_height,
             depth=c.hole_depth,
             rgba=(0.2, 0.35, 0.75, 1.0),
+            chamfer=c.chamfer,
         )
         peg = props.add_free_box(
             world,
@@ -100,6 +106,11 @@ class PegInsertion(Task):
             for geom in body.geoms:
                 geom.solref = list(c.contact_solref)
                 geom.solimp = [*c.contact_solimp, 0.5, 2.0]
+        # The peg's own friction is high so the fingers hold it; on the fixture the fixture's friction rules
+        # (a higher-priority geom's friction is used as is), so the peg slides down the bevel into the hole.
+        for geom in world.find_child(FIXTURE).geoms:
+            geom.priority = 1
+            geom.friction = [c.fixture_friction, 0.005, 0.0001]
 
     def sample_start(self, rng: np.random.Generator) -> TaskStart:
         c = self.config

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import mujoco
@@ -54,23 +55,56 @@ def add_tray(world: mujoco.MjsBody, name: str, *, inner_half: float, wall: float
 
 
 def add_square_hole(
-    world: mujoco.MjsBody, name: str, *, hole_half: float, outer_half: float, height: float, depth: float, rgba: Rgba
+    world: mujoco.MjsBody,
+    name: str,
+    *,
+    hole_half: float,
+    outer_half: float,
+    height: float,
+    depth: float,
+    rgba: Rgba,
+    chamfer: float = 0.0,
 ) -> None:
-    """A block on fixture body `name` with a square hole (side 2 * hole_half) of `depth` from its top at `height`."""
+    """A block on fixture body `name` with a square hole (side 2 * hole_half) of `depth` from its top at `height`.
+
+    `chamfer` > 0 bevels the hole's rim at 45 degrees: the opening at the top is 2 * (hole_half + chamfer)
+    wide and narrows to the hole over the top `chamfer` metres, like a machined or printed fixture.
+    """
+    if not 0.0 <= chamfer < min(depth, outer_half - hole_half):
+        raise ValueError(f"chamfer {chamfer} must be >= 0 and less than the hole depth and the wall thickness")
     body = add_fixture(world, name)
-    mid = (hole_half + outer_half) / 2
-    side = (outer_half - hole_half) / 2
-    hz = height / 2
-    walls = (
-        (mid, 0.0, side, outer_half),
-        (-mid, 0.0, side, outer_half),
-        (0.0, mid, hole_half, side),
-        (0.0, -mid, hole_half, side),
-    )
-    for i, (x, y, hx, hy) in enumerate(walls):
-        add_box(body, f"{name}_wall{i}", (hx, hy, hz), (x, y, hz), rgba)
+    _add_ring(body, f"{name}_wall", inner=hole_half, outer=outer_half, z0=0.0, z1=height - chamfer, rgba=rgba)
+    if chamfer > 0.0:
+        _add_ring(
+            body, f"{name}_rim", inner=hole_half + chamfer, outer=outer_half, z0=height - chamfer, z1=height, rgba=rgba
+        )
+        # Four slanted boxes whose inner faces are the bevel planes; each fills the triangle between the
+        # lower wall, the rim block and the bevel (its back half lies inside that solid material).
+        along = hole_half + chamfer
+        size_n, size_s = chamfer / (2.0 * math.sqrt(2.0)), chamfer / math.sqrt(2.0)
+        offset = hole_half + 0.75 * chamfer
+        z = height - 0.75 * chamfer
+        c, s = math.cos(math.pi / 8), math.sin(math.pi / 8)  # quaternion of a 45 degree turn
+        bevels = (
+            ((offset, 0.0, z), (size_n, along, size_s), (c, 0.0, s, 0.0)),
+            ((-offset, 0.0, z), (size_n, along, size_s), (c, 0.0, -s, 0.0)),
+            ((0.0, offset, z), (along, size_n, size_s), (c, -s, 0.0, 0.0)),
+            ((0.0, -offset, z), (along, size_n, size_s), (c, s, 0.0, 0.0)),
+        )
+        for i, (pos, half, quat) in enumerate(bevels):
+            add_box(body, f"{name}_bevel{i}", half, pos, rgba, quat=list(quat))
     floor = height - depth
     add_box(body, f"{name}_floor", (hole_half, hole_half, floor / 2), (0.0, 0.0, floor / 2), rgba)
+
+
+def _add_ring(
+    body: mujoco.MjsBody, prefix: str, *, inner: float, outer: float, z0: float, z1: float, rgba: Rgba
+) -> None:
+    """Four boxes forming a square frame (inner and outer half sides) between heights z0 and z1."""
+    mid, side, hz = (inner + outer) / 2, (outer - inner) / 2, (z1 - z0) / 2
+    walls = ((mid, 0.0, side, outer), (-mid, 0.0, side, outer), (0.0, mid, inner, side), (0.0, -mid, inner, side))
+    for i, (x, y, hx, hy) in enumerate(walls):
+        add_box(body, f"{prefix}{i}", (hx, hy, hz), (x, y, z0 + hz), rgba)
 
 
 def add_button(
