@@ -14,6 +14,7 @@ from user.robot_loop.episode import NoEpisodeError
 from user.robot_loop.gate import SOURCE_HOLD, SOURCE_HUMAN, SOURCE_SCRIPTED
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.privileged import ARM_NAMES
+from user.robots.safety import SafetyConfig
 from user.robots.sim import CameraConfig, SimFrankaRobot, SimRobotConfig
 
 
@@ -110,6 +111,30 @@ def test_truncation_at_the_episode_length(robot: SimFrankaRobot) -> None:
     assert results[-1].ended is not None and not results[-1].ended.success and results[-1].ended.steps == 3
 
 
+def test_transitions_store_the_chosen_action_not_the_safety_filtered_one() -> None:
+    limited = SimFrankaRobot(
+        SimRobotConfig(
+            robot_id="arm", task="button_press", cameras=CameraConfig(names=()), safety=SafetyConfig(gripper_max=0.0)
+        )
+    )
+    limited.connect()
+    try:
+        loop = _loop(limited, FakeClock())
+        obs, _ = loop.reset()
+        chosen = np.array([0.5, 0.0, 3.0, 0.0, 0.0, 0.0, 1.0], np.float32)  # dz beyond the action space
+        loop.gate.feed_policy(Action("arm", obs.episode_id, obs.step, chosen))
+        t = loop.tick().transition
+        assert t is not None and t.action.source != SOURCE_HOLD
+        # the policy asked for an open gripper; the robot kept it closed (gripper_max 0); dz is clipped to +1
+        np.testing.assert_allclose(t.action.data, [0.5, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0])
+        assert limited.gripper_target == 0.0
+        loop.gate.feed_policy(Action("arm", obs.episode_id, 1, np.full(7, np.nan, np.float32)))
+        held = loop.tick().transition
+        assert held is not None and held.action.source == SOURCE_HOLD and not np.any(held.action.data)
+    finally:
+        limited.close()
+
+
 def test_a_requested_end_truncates_the_running_episode_after_its_next_step(robot: SimFrankaRobot) -> None:
     loop = _loop(robot, FakeClock(), max_steps=50)
     assert not loop.request_end()  # nothing running yet
@@ -157,7 +182,7 @@ def test_intervention_overrides_and_is_flagged_for_exactly_those_steps(robot: Si
         assert t.action.policy_version == 4
         if t.action.intervened:
             assert t.action.source == SOURCE_HUMAN and not t.is_demo
-            np.testing.assert_allclose(t.action.data, human, atol=1e-6)  # applied (within the safety limits)
+            np.testing.assert_allclose(t.action.data, human, atol=1e-6)  # as the person chose it
         else:
             assert t.action.source == SOURCE_SCRIPTED
     assert end.interventions == 3

@@ -7,7 +7,9 @@ person's verdict (reward, success) is written downstream by a reward node.
 
 A tick with no fresh action at all (no policy yet, policy stalled) holds the robot and records nothing:
 the episode neither advances nor stores a transition the policy never chose. A step the robot itself
-held (safety, e-stop) is recorded with the zero action it applied and source HOLD.
+held (safety, e-stop) is recorded with the zero action it applied and source HOLD. A step that moved
+records the action chosen (policy or person) within the action space's bounds, not the safety filter's
+output (see `_recorded_action`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from user.interfaces.domain import Action, Observation, Transition
 from user.interfaces.episodes import EpisodeEvent, EpisodeKind
@@ -176,7 +181,7 @@ class ControlLoop:
             robot_id=self.robot_id,
             episode_id=episode.episode_id,
             step=episode.step,
-            data=result.applied.astype("float32"),
+            data=self._recorded_action(choice, result),
             stamp_ns=result.state.stamp_ns,
             intervened=choice.intervened,
             source=source,
@@ -195,6 +200,19 @@ class ControlLoop:
             is_demo=source == SOURCE_SCRIPTED,
             stamp_ns=result.state.stamp_ns,
         )
+
+    def _recorded_action(self, choice: GatedAction, result: StepResult) -> npt.NDArray[np.float32]:
+        """The action a transition stores: the one chosen (policy or person), within the action space.
+
+        Not the safety-filtered one: the filter (workspace box, orientation and gripper limits) is part of
+        the environment the policy acts in. Storing its output would train the critic only on actions the
+        actor never chose (a gripper held closed is always "closed", whatever the policy asked), and the
+        actor's gradient for those components would be the critic's extrapolation. A held step stores the
+        zero action it applied."""
+        if result.held:
+            return np.asarray(result.applied, dtype=np.float32)
+        space = self.robot.action_space
+        return np.clip(np.asarray(choice.data, dtype=np.float32), space.low, space.high).astype(np.float32)
 
     def _end(self, episode: _Episode) -> EpisodeEvent:
         episode.active = False
