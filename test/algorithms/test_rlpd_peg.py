@@ -20,8 +20,8 @@ that policy fails). Still open: offline on the 20 demos alone the actor does not
 
 from __future__ import annotations
 
-import logging
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,11 +34,16 @@ from user.policies.base import PolicyInput
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
 
 pytest.importorskip("mujoco")
-log = logging.getLogger(__name__)
 
 DEMOS = 20
 MAX_ENV_STEPS = 20_000
 EVAL_EVERY = 10  # episodes
+EVAL_EPISODES = 20  # deterministic episodes per evaluation
+CONFIRM_EPISODES = 40  # fresh episodes that must confirm a passing evaluation
+
+
+def evaluate(robot: Any, task: Any, actor: peg.Actor, first_seed: int, n: int) -> float:
+    return float(np.mean([peg.run(robot, task, actor, first_seed + s).success for s in range(n)]))
 
 
 @pytest.mark.slow
@@ -48,7 +53,7 @@ def test_rlpd_learns_peg_insertion_from_demos() -> None:
     rng = np.random.default_rng(0)
     robot, task = peg.make_robot()
     policy = MLPPolicy(MLPPolicyConfig(state_dim=peg.STATE_DIM, action_dim=peg.ACTION_DIM, seed=0))
-    config = RLPDConfig(utd_ratio=4, critic_actor_ratio=4, init_temperature=0.01)
+    config = RLPDConfig(utd_ratio=4, critic_actor_ratio=4, init_temperature=0.01, temperature_lr=0.0)
     rlpd = RLPD(policy, config, seed=0)
     demos = RingBuffer(10_000, peg.STATE_DIM, peg.ACTION_DIM)
     online = RingBuffer(MAX_ENV_STEPS, peg.STATE_DIM, peg.ACTION_DIM)
@@ -68,17 +73,21 @@ def test_rlpd_learns_peg_insertion_from_demos() -> None:
 
     curve: list[tuple[int, float]] = []
     start = time.monotonic()
-    episode = 0
+    episode = evaluations = 0
+    confirmed: float | None = None
     while online.size < MAX_ENV_STEPS - task.max_steps:
         peg.run(robot, task, explore, episode, online, on_step=learn)
         episode += 1
-        if episode % EVAL_EVERY == 0:
-            rate = float(np.mean([peg.run(robot, task, exploit, 30_000 + s).success for s in range(10)]))
-            curve.append((online.size, rate))
-            log.info("env steps %d: success %.2f (%.0f s)", online.size, rate, time.monotonic() - start)
-            print(f"env steps {online.size}: success {rate:.2f} ({time.monotonic() - start:.0f} s)", flush=True)
-            if rate >= 0.8:
+        if episode % EVAL_EVERY:
+            continue
+        evaluations += 1
+        rate = evaluate(robot, task, exploit, 30_000 + 1000 * evaluations, EVAL_EPISODES)
+        curve.append((online.size, rate))
+        print(f"env steps {online.size}: success {rate:.2f} ({time.monotonic() - start:.0f} s)", flush=True)
+        if rate >= 0.8:  # confirmed on fresh episodes, or training goes on
+            confirmed = evaluate(robot, task, exploit, 90_000 + 1000 * evaluations, CONFIRM_EPISODES)
+            print(f"  confirmation over {CONFIRM_EPISODES} fresh episodes: {confirmed:.2f}", flush=True)
+            if confirmed >= 0.8:
                 break
-    final = float(np.mean([peg.run(robot, task, exploit, 40_000 + s).success for s in range(20)]))
-    print(f"\nRLPD success curve (env steps, success): {curve}; final success over 20 episodes {final:.2f}")
-    assert final >= 0.8
+    print(f"\nRLPD success curve (env steps, success): {curve}; confirmation {confirmed}")
+    assert confirmed is not None and confirmed >= 0.8

@@ -103,6 +103,15 @@ def test_actor_loss_decreases_on_a_fixed_batch() -> None:
     assert last < first
 
 
+def test_temperature_is_tuned_unless_its_learning_rate_is_zero() -> None:
+    tuned, fixed = _sac(init_temperature=0.5), _sac(init_temperature=0.5, temperature_lr=0.0)
+    for _ in range(5):
+        tuned.update(fixed_batch(64))
+        fixed.update(fixed_batch(64))
+    assert tuned.alpha != pytest.approx(0.5, abs=1e-6)
+    assert fixed.alpha == pytest.approx(0.5, abs=1e-9)
+
+
 def test_critic_actor_ratio_and_utd() -> None:
     sac = _sac(utd_ratio=4, critic_actor_ratio=2)
     stats = sac.update(fixed_batch(64))

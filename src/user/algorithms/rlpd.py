@@ -30,7 +30,9 @@ class RLPDConfig:
     tau: float = setting(0.005, "Polyak rate of the target critics", min=0.0, max=1.0)
     actor_lr: float = setting(3e-4, "Adam learning rate of the actor", min=0.0)
     critic_lr: float = setting(3e-4, "Adam learning rate of the critics", min=0.0)
-    temperature_lr: float = setting(3e-4, "Adam learning rate of the log-temperature", min=0.0)
+    temperature_lr: float = setting(
+        3e-4, "Adam learning rate of the log-temperature; 0 keeps the temperature fixed at init_temperature", min=0.0
+    )
     batch_size: int = setting(256, "transitions per update call, demos and online together", min=2)
     demo_ratio: float = setting(0.5, "fraction of each batch drawn from demonstrations", min=0.0, max=1.0)
     num_critics: int = setting(10, "critics in the LayerNorm ensemble", min=2)

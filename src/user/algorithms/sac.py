@@ -32,7 +32,9 @@ class SACConfig:
     tau: float = setting(0.005, "Polyak rate of the target critics", min=0.0, max=1.0)
     actor_lr: float = setting(3e-4, "Adam learning rate of the actor", min=0.0)
     critic_lr: float = setting(3e-4, "Adam learning rate of the critics (and their encoder)", min=0.0)
-    temperature_lr: float = setting(3e-4, "Adam learning rate of the log-temperature", min=0.0)
+    temperature_lr: float = setting(
+        3e-4, "Adam learning rate of the log-temperature; 0 keeps the temperature fixed at init_temperature", min=0.0
+    )
     batch_size: int = setting(256, "transitions per update call (the buffer's sample size)", min=1)
     num_critics: int = setting(2, "critics in the ensemble", min=1)
     critic_subsample: int | None = setting(None, "target = min over this many random critics; null = all")
