@@ -6,6 +6,11 @@ expert and monitor processes under `user bringup`, a private router). The test w
 learner writes: the policy version acting on the robot must advance, and the success rate of the online
 episodes (the exploring policy, as it runs) must reach `THRESHOLD` over 20 consecutive episodes within
 `BUDGET_S` of wall time. The curve (success per 20 episodes) is printed.
+
+Measured on 2026-12-01 (`MUJOCO_GL=egl .venv/bin/python -m pytest -m slow -s
+test/deploy/test_pipeline_learns.py`, 2 shared cores, nothing else running): passed in 384 s; 46 online
+episodes in 380 s, success 0.15 over the first 20 and 0.65 over the last 20; the learner ran its 4 gradient
+steps per transition (~75 steps/s while catching up, idle ~50 %), policy v168.
 """
 
 from __future__ import annotations
