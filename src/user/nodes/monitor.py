@@ -9,6 +9,7 @@ idle fraction (from `stats_topic`). It only listens, so any number of monitors c
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,7 @@ class MonitorNode(Node):
         p = self.params = self.declare_parameters(MonitorParams)
         self.robots = {r: RobotProgress(recent=deque(maxlen=p.window)) for r in p.robots}
         self.stats: dict[str, float] = {}
+        self._rate_mark: tuple[float, float] | None = None  # (monotonic time, gradient steps) at the last line
         self.lines: list[str] = []  # every line printed, for tests
         self._lock = threading.Lock()
         for robot in p.robots:
@@ -96,13 +98,22 @@ class MonitorNode(Node):
             s = self.stats
             if s:
                 parts.append(
-                    f"learner: {s['updates_per_second']:.1f} steps/s, {s['updates']:.0f} steps, "
+                    f"learner: {self._update_rate(s):.1f} steps/s, {s['updates']:.0f} steps, "
                     f"policy v{s['policy_version']:.0f}, buffer {s['buffer']:.0f}, "
                     f"idle {s.get('idle_fraction', 0.0):.0%}"
                 )
             else:
                 parts.append("learner: no stats yet")
         return " | ".join(parts)
+
+    def _update_rate(self, s: dict[str, float]) -> float:
+        """Gradient steps/s since the previous line (a rate-limited learner trains in bursts, so the rate of
+        the latest one-second stats message alone is often 0); the message's own rate for the first line."""
+        now = time.monotonic()
+        previous, self._rate_mark = self._rate_mark, (now, s["updates"])
+        if previous is None or now - previous[0] <= 0.0:
+            return s["updates_per_second"]
+        return (s["updates"] - previous[1]) / (now - previous[0])
 
     def _report(self) -> None:
         text = self.line()
