@@ -68,6 +68,7 @@ def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from user.deploy.priority import apply_niceness_from_env
     from user.node.runner import EXIT_STARTUP_FAILED, run_node
     from user.nodes import load_kind
 
@@ -85,11 +86,14 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, json.JSONDecodeError, yaml.YAMLError) as exc:
         _log.error("%s", exc)
         return EXIT_STARTUP_FAILED
+    apply_niceness_from_env()
     return run_node(args.kind, args.name or args.kind, params, ZenohSettings.from_env())
 
 
 def main_ros(argv: list[str]) -> int:
     """Entry point under ros2 launch / ros2 run: `user_node KIND --ros-args ...`."""
+    from user.deploy.priority import apply_niceness_from_env
     from user.node.ros_runner import run_ros_node
 
+    apply_niceness_from_env()
     return run_ros_node(argv)

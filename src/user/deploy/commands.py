@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from user.deploy.deployment import Deployment, NodeConfig
+from user.deploy.priority import ENV_NICE
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def node_launch(node: NodeConfig) -> NodeLaunch:
         respawn=node.respawn,
         respawn_delay_s=node.respawn_delay_s,
         output=node.output,
-        env=dict(node.env),
+        env={**node.env, **({ENV_NICE: str(node.nice)} if node.nice else {})},
     )
 
 

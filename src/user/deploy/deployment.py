@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from user.bus.zenoh_config import DEFAULT_ROUTER_ENDPOINT
 from user.config.strict import ConfigError, from_mapping, load_yaml
+from user.deploy.priority import MAX_NICE
 from user.interfaces.idl import candidate_dirs
 from user.nodes import KINDS
 
@@ -44,8 +45,13 @@ class NodeConfig:
     # saving a large checkpoint needs more)
     max_respawns: int = 5  # give up after this many restarts (-1: never give up)
     env: dict[str, str] = field(default_factory=dict)  # extra environment variables for the process
+    nice: int = 0  # lower the process's CPU priority by this (0..19): a learner sharing a machine with robots
 
     def __post_init__(self) -> None:
+        if not 0 <= self.nice <= MAX_NICE:
+            raise ConfigError(
+                f"node {self.name!r}: nice must be in 0..{MAX_NICE} (only lowering is allowed), got {self.nice}"
+            )
         if self.kind not in KINDS:
             raise ConfigError(f"unknown node kind {self.kind!r} (known: {', '.join(sorted(KINDS))})")
         if not self.name or "/" in self.name:
