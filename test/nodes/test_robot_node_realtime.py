@@ -26,17 +26,31 @@ from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
 pytestmark = pytest.mark.timeout(60)
 
 
+class TransitionInbox:
+    """Every transition a robot streams, decoded, in arrival order."""
+
+    def __init__(self, probe: Node, robot: str) -> None:
+        self._got: list[Transition] = []
+        self._lock = threading.Lock()
+        probe.create_subscription(f"/{robot}/transitions", "user/msg/Transition", self._on)
+
+    def _on(self, msg: Any) -> None:
+        with self._lock:
+            self._got.append(transition_from_msg(msg))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._got)
+
+    def seen(self) -> list[Transition]:
+        with self._lock:
+            return list(self._got)
+
+
 def test_realtime_robot_with_expert_teleop_and_reset(make_bus: Callable[..., ZenohBus]) -> None:
     robot = f"arm_{uuid.uuid4().hex[:6]}"
     probe = Node(make_bus("probe"))
-    got: list[Transition] = []
-    lock = threading.Lock()
-
-    def on_transition(msg: Any) -> None:
-        with lock:
-            got.append(transition_from_msg(msg))
-
-    probe.create_subscription(f"/{robot}/transitions", "user/msg/Transition", on_transition)
+    inbox = TransitionInbox(probe, robot)
     params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 20.0, "privileged_state": True}
     node = RobotNode(make_bus("robot", params))
     expert = ExpertNode(make_bus("expert", {"robot_id": robot, "task": "button_press"}))
@@ -45,9 +59,8 @@ def test_realtime_robot_with_expert_teleop_and_reset(make_bus: Callable[..., Zen
     teleop_params.update(scripted_start_s=0.5, scripted_duration_s=0.5)
     teleop = TeleopNode(make_bus("teleop", teleop_params))
     try:
-        assert wait_until(lambda: len(got) >= 50, 20.0), node.failed
-        with lock:
-            seen = list(got)
+        assert wait_until(lambda: len(inbox) >= 50, 20.0), node.failed
+        seen = inbox.seen()
         intervened = [t for t in seen if t.action.intervened]
         assert 3 <= len(intervened) <= 16  # ~0.5 s at 20 Hz, give or take the deadline
         for t in seen:
@@ -69,14 +82,7 @@ def test_a_pedal_episode_end_press_stops_the_robots_episode(make_bus: Callable[.
     """HIL: the operator's EPISODE_END press on the human reward topic ends the running episode at once."""
     robot = f"arm_{uuid.uuid4().hex[:6]}"
     probe = Node(make_bus("probe"))
-    got: list[Transition] = []
-    lock = threading.Lock()
-
-    def on_transition(msg: Any) -> None:
-        with lock:
-            got.append(transition_from_msg(msg))
-
-    probe.create_subscription(f"/{robot}/transitions", "user/msg/Transition", on_transition)
+    inbox = TransitionInbox(probe, robot)
     press = probe.create_publisher(topic, "user/msg/HumanReward")
     action = probe.create_publisher(f"/{robot}/action", "user/msg/Action")
     params = {
@@ -101,7 +107,7 @@ def test_a_pedal_episode_end_press_stops_the_robots_episode(make_bus: Callable[.
     thread.start()
     try:
         assert press.raw.wait_for_subscribers(10.0)  # type: ignore[attr-defined]
-        assert wait_until(lambda: len(got) >= 10, 20.0), node.failed
+        assert wait_until(lambda: len(inbox) >= 10, 20.0), node.failed
         other = probe.codec.msg_class("user/msg/HumanReward")(
             header=header(now_ns(), "", probe.codec), robot_id="someone_else", source="pedal0", reward=1.0,
             mode=MODE_EPISODE_END, success=True,
@@ -112,8 +118,7 @@ def test_a_pedal_episode_end_press_stops_the_robots_episode(make_bus: Callable[.
         assert not wait_until(lambda: not node.loop.in_episode, 0.5)
         press.publish(dataclasses.replace(other, robot_id=robot))
         assert wait_until(lambda: not node.loop.in_episode, 5.0)
-        with lock:
-            seen = list(got)
+        seen = inbox.seen()
         assert seen[-1].truncated and not seen[-1].terminated and len(seen) < 400
         assert not any(t.done for t in seen[:-1]) and node.loop.ended_by_request == 1
     finally:
