@@ -130,7 +130,7 @@ def test_an_action_out_of_the_workspace_is_held(driven: Driven) -> None:
     rewards = []
     for _ in range(4):
         t = driven.tick(1.0)
-        assert t.action.data[0] == 0.0 and not t.terminated
+        assert t.action.data[0] == 1.0 and not t.terminated  # stored as chosen; the filter kept the target
         rewards.append(t.reward)
     np.testing.assert_allclose(arm.target_pose, target, rtol=0, atol=1e-9)  # the +x asked for never reached it
     now = driven.loop.observation
