@@ -45,7 +45,7 @@ class NodeConfig:
     # saving a large checkpoint needs more)
     max_respawns: int = 5  # give up after this many restarts (-1: never give up)
     env: dict[str, str] = field(default_factory=dict)  # extra environment variables for the process
-    nice: int = 0  # lower the process's CPU priority by this (0..19): a learner sharing a machine with robots
+    nice: int = 0  # run the process at this niceness (0..19, lower priority): a learner sharing a machine with robots
 
     def __post_init__(self) -> None:
         if not 0 <= self.nice <= MAX_NICE:

@@ -18,7 +18,7 @@ _log = logging.getLogger(__name__)
 
 
 def apply_niceness_from_env() -> int:
-    """Lower this process's priority by `$USER_NICE` (0..19); returns the niceness now in effect."""
+    """Run this process at niceness `$USER_NICE` (0..19) or lower priority; returns the niceness in effect."""
     raw = os.environ.get(ENV_NICE, "").strip()
     if not raw:
         return os.nice(0)

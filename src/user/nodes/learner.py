@@ -3,10 +3,9 @@
 Topics and services (names configurable):
 
 - `/<robot>/transitions` (user/msg/Transition, RELIABLE) for every robot in `robots`: stored as they
-  stream; an episode is committed to the buffer when its last transition arrives (`transitions_suffix`
-  picks e.g. `transitions/rewarded` behind a reward node);
-- `/<robot>/<transitions_suffix>/replay`: whole episodes re-sent because they were not acknowledged; each
-  stored episode, live or re-sent, is acknowledged on `/<robot>/episode_acks` (user/msg/EpisodeAck);
+  stream, an episode committed when its last transition arrives (`transitions_suffix`: e.g.
+  `transitions/rewarded` behind a reward node), and `.../replay`: whole episodes re-sent for want of a
+  receipt; each stored episode is acknowledged on `/<robot>/episode_acks`;
 - `weights_topic` (user/msg/WeightChunk, latched): the policy's actor weights, versioned and chunked
   (`user.sync`), every `pacing.publish_every` update calls (async) or after each training phase (sync);
 - `stats_topic` (user/msg/TrainingStats): progress every `stats_period_s`;
@@ -134,8 +133,7 @@ class LearnerNode(Node):
         self.replayed_episodes = 0  # episodes stored from a robot's re-send (missed live)
         for robot in p.robots:
             self.create_subscription(f"/{robot}/{p.transitions_suffix}", "user/msg/Transition", self._on_transition)
-            replay_topic = f"/{robot}/{p.transitions_suffix}/replay"  # the robot's, or a reward node's re-sends
-            self.create_subscription(replay_topic, "user/msg/Transition", self._on_replay)
+            self.create_subscription(f"/{robot}/{p.transitions_suffix}/replay", "user/msg/Transition", self._on_replay)
         self.create_service(f"/{self.name}/checkpoint", "user/srv/Checkpoint", self._on_checkpoint)
         self.create_service(f"/{self.name}/buffer_stats", "user/srv/BufferStats", self._on_buffer_stats)
         self.create_timer(p.stats_period_s, self._publish_stats)

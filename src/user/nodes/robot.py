@@ -34,6 +34,7 @@ from user.interfaces.domain import Observation, action_from_msg, observation_to_
 from user.interfaces.episodes import RESET_SEED_DEFAULT, EpisodeEvent
 from user.interfaces.stamps import header
 from user.node.node import Node
+from user.rewards.human import PressMode
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
 from user.robot_loop.drivers import DriverError, DriverSpec, build_driver, check_spec
 from user.robot_loop.observe import ObserverConfig
@@ -43,7 +44,6 @@ from user.robots.estop import ESTOP_TOPIC, EStopTopic
 from user.robots.pacing import DeadlinePacer
 
 JOIN_TIMEOUT_S = 3.0
-HUMAN_EPISODE_END = 1  # user/msg/HumanReward MODE_EPISODE_END
 
 
 @dataclass
@@ -214,10 +214,10 @@ class RobotNode(Node):
         self.gate.feed_intervention(action_from_msg(msg))
 
     def _on_human_reward(self, msg: Any) -> None:
-        if int(msg.mode) != HUMAN_EPISODE_END or (msg.robot_id and msg.robot_id != self.params.robot_id):
+        if int(msg.mode) != PressMode.EPISODE_END or (msg.robot_id and msg.robot_id != self.params.robot_id):
             return
         episode = self.loop.episode_id
-        if self.loop.request_end(episode):
+        if self.loop.request_end():
             self.log.info("episode %s: %s pressed the end (%s)", episode, msg.source or "a person",
                           "success" if msg.success else "failure")  # fmt: skip
         else:

@@ -83,7 +83,7 @@ class ControlLoop:
         self._episode: _Episode | None = None
         self._observation: Observation | None = None
         self.held_ticks = 0  # ticks without a fresh action
-        self._end_requests: set[int] = set()  # episode ids a person asked to end; guarded by _end_lock
+        self._end_request: int | None = None  # episode id a person asked to end; guarded by _end_lock
         self._end_lock = threading.Lock()
         self.ended_by_request = 0  # episodes ended by request_end
 
@@ -114,14 +114,14 @@ class ControlLoop:
         if target != episode.episode_id:
             return False
         with self._end_lock:
-            self._end_requests.add(target)
+            self._end_request = target
         return True
 
     def _end_requested(self, episode_id: int) -> bool:
+        """Whether the running episode was asked to end (a request left from an older episode is void)."""
         with self._end_lock:
-            requested = episode_id in self._end_requests
-            self._end_requests.clear()  # requests for older episodes are void
-            return requested
+            request, self._end_request = self._end_request, None
+        return request == episode_id
 
     def reset(
         self, seed: int | None = None, *, use_default_seed: bool = True
