@@ -1,4 +1,5 @@
-"""Benchmark of the Bus over Zenoh against raw Zenoh, and of the Observation codec.
+"""Benchmark of the Bus against its raw middleware on both runtimes (Zenoh; ROS 2 rclpy + Fast DDS), and of
+the Observation codec.
 
 Everything that is compared is measured side by side in one run (raw and bus trials alternate, medians
 over rounds), so machine noise hits both equally: read the ratios, not the absolute numbers.
@@ -11,11 +12,16 @@ over rounds), so machine noise hits both equally: read the ratios, not the absol
    Target: bus/raw throughput >= 0.8.
 2. Round-trip latency (ping from here, echo from the child on a pong topic), 100 B and 1 MB, median,
    both with express=False (the bus default). Target: bus - raw <= +0.2 ms.
-3. Codec rates for an Observation with two 128x128 JPEG images (quality 90) and a 32-float state:
+3. The same two measurements on ROS 2: `RosBus` (a `RosRuntime` in each process) against raw rclpy nodes
+   with the same QoS and the same serialized payloads (CDR of std_msgs/msg/UInt8MultiArray holding 100 B
+   and 1 MB), publisher here, subscriber/echo in a spawned child (bench/bus_ros.py). DDS on loopback.
+   Targets as above. Needs the ROS environment (`source scripts/ros_env.sh`); skipped without it.
+4. Codec rates for an Observation with two 128x128 JPEG images (quality 90) and a 32-float state:
    encode/s (domain object -> msg -> bytes), decode/s (bytes -> msg -> domain object), the CDR part alone
    (msg <-> bytes), and one 128x128 JPEG decode for comparison. Informational (no target).
 
-Run: python3 bench/bus.py [--quick] [--rounds N]   (default about 45 s on 2 cores, --quick about 10 s)
+Run: python3 bench/bus.py [--quick] [--rounds N] [--runtime zenoh|ros|all]
+     (default about 90 s on 2 cores, --quick about 25 s)
 Exit status 1 when a message was lost or the benchmark could not finish; a MISS is a result, not an error.
 """
 
@@ -415,6 +421,38 @@ def run_bus_benchmark(plan: Plan) -> BusResults:
         return results
 
 
+def run_ros_benchmark(plan: Plan) -> BusResults:
+    """Section 3: RosBus against raw rclpy, the same structure as `run_bus_benchmark`."""
+    import bus_ros
+    from user.bus.ros_bus import RosRuntime
+
+    with contextlib.ExitStack() as stack:
+        conn = stack.enter_context(bus_ros.peer_process())
+        raw = bus_ros.RawRos("bench_main_raw")
+        stack.callback(raw.close)
+        runtime = RosRuntime("bench_main_bus")
+        stack.callback(runtime.close)
+        sides = bus_ros.open_sides(raw, runtime.bus, Side)
+        for side in sides.values():
+            wait_for_echo(side)
+        results = BusResults(0, {}, {}, {})
+        payloads = {label: bus_ros.payload(size) for label, size in SIZES}
+        for label, _ in SIZES:
+            results.counts[label], results.throughput[label] = measure_throughput(conn, sides, payloads[label], plan)
+        for label, _ in SIZES:
+            results.latency[label] = measure_latency(sides, payloads[label], plan)
+        return results
+
+
+def ros_missing() -> str | None:
+    try:
+        import rclpy  # noqa: F401
+        import rosidl_runtime_py  # noqa: F401
+    except ImportError as exc:
+        return f"{exc} (source scripts/ros_env.sh)"
+    return None
+
+
 # --------------------------------------------------------------------------------------------------------
 # Codec.
 
@@ -507,15 +545,15 @@ def _throughput_row(label: str, impl: str, size: int, count: int, t: Throughput)
     med = _median(t.rates)
     spread = f"({min(finite):,.0f} .. {max(finite):,.0f})" if finite else "(none complete)"
     lost = "" if t.received == t.sent else f"  LOST {t.sent - t.received:,}"
-    if t.received_bytes != t.received * size:
-        lost += f"  BYTES {t.received_bytes:,} != {t.received:,} x {size:,}"
+    if t.received and t.received_bytes % t.received:
+        lost += f"  BYTES {t.received_bytes:,} not a multiple of {t.received:,} messages"
     received = f"{t.received:,}/{t.sent:,}"
     return f"{label:<8} {impl:<5} {count:>10,} {med:>13,.0f} {spread:>23} {med * size / 1e6:>9.1f} {received:>19}{lost}"
 
 
-def report_throughput(results: BusResults, plan: Plan) -> dict[str, float]:
+def report_throughput(results: BusResults, plan: Plan, section: str = "1a. Zenoh") -> dict[str, float]:
     print(
-        f"\n1a. Throughput, reliable (BLOCK), publisher and subscriber in separate processes, "
+        f"\n{section}: throughput, reliable, publisher and subscriber in separate processes, "
         f"median of {plan.rounds} interleaved rounds"
     )
     print(
@@ -537,8 +575,8 @@ def report_throughput(results: BusResults, plan: Plan) -> dict[str, float]:
     return ratios
 
 
-def report_latency(results: BusResults) -> dict[str, float]:
-    print("\n1b. Round-trip latency (ping -> echo in the child -> pong), one in flight, express=False, ms")
+def report_latency(results: BusResults, section: str = "1b. Zenoh") -> dict[str, float]:
+    print(f"\n{section}: round-trip latency (ping -> echo in the child -> pong), one in flight, ms")
     print(f"{'payload':<8} {'pings':>6} {'raw p50':>9} {'bus p50':>9} {'bus-raw':>9} {'raw p90':>9} {'bus p90':>9}")
     diffs = {}
     for label, _ in SIZES:
@@ -558,7 +596,7 @@ def report_codec(sample: tuple[Any, int], rates: dict[str, float]) -> None:
     obs, size = sample
     jpegs = " + ".join(f"{len(img.data):,}" for img in obs.images)
     print(
-        f"\n2. Codec: Observation with 2 x 128x128 JPEG q90 ({jpegs} B) and {obs.state.size} float32 "
+        f"\n4. Codec: Observation with 2 x 128x128 JPEG q90 ({jpegs} B) and {obs.state.size} float32 "
         f"-> {size:,} B message"
     )
     print(f"{'operation':<38} {'per s':>10} {'us each':>9}")
@@ -574,10 +612,19 @@ def summary(ratios: dict[str, float], diffs: dict[str, float]) -> str:
     )
 
 
+def _lost(results: BusResults) -> bool:
+    return any(
+        t.received != t.sent or (t.received and t.received_bytes % t.received)
+        for label, _ in SIZES
+        for t in results.throughput[label].values()
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="fewer and shorter trials (~20 s)")
+    parser.add_argument("--quick", action="store_true", help="fewer and shorter trials (~25 s)")
     parser.add_argument("--rounds", type=int, default=None, help="raw/bus pairs per measurement")
+    parser.add_argument("--runtime", choices=("zenoh", "ros", "all"), default="all", help="which runtimes")
     args = parser.parse_args(argv)
     plan = QUICK_PLAN if args.quick else DEFAULT_PLAN
     if args.rounds:
@@ -587,25 +634,39 @@ def main(argv: list[str] | None = None) -> int:
         f"bench/bus.py ({'quick' if args.quick else 'default'}): Python {sys.version.split()[0]}, "
         f"{multiprocessing.cpu_count()} CPUs; ratios are what count, absolute numbers depend on the machine"
     )
-    try:
-        results = run_bus_benchmark(plan)
-    except BenchError as exc:
-        print(f"bus benchmark failed: {exc}", file=sys.stderr)
-        return 1
-    print(
-        f"(this process's raw session has {results.peers} direct peer links besides the router: the child's "
-        f"two sessions and our bus; data does not pass through the router)"
-    )
-    ratios = report_throughput(results, plan)
-    diffs = report_latency(results)
+    lines, lost = [], False
+    if args.runtime in ("zenoh", "all"):
+        try:
+            results = run_bus_benchmark(plan)
+        except BenchError as exc:
+            print(f"Zenoh bus benchmark failed: {exc}", file=sys.stderr)
+            return 1
+        print(
+            f"(this process's raw session has {results.peers} direct peer links besides the router: the child's "
+            f"two sessions and our bus; data does not pass through the router)"
+        )
+        lines.append("Zenoh " + summary(report_throughput(results, plan), report_latency(results)))
+        lost |= _lost(results)
+    if args.runtime in ("ros", "all"):
+        missing = ros_missing()
+        if missing is not None:
+            print(f"\n3. ROS 2: skipped, the ROS runtime is not available: {missing}")
+            if args.runtime == "ros":
+                return 1
+        else:
+            try:
+                ros = run_ros_benchmark(plan)
+            except (BenchError, RuntimeError) as exc:
+                print(f"ROS 2 bus benchmark failed: {exc}", file=sys.stderr)
+                return 1
+            throughput = report_throughput(ros, plan, "3a. ROS 2 (RosBus vs raw rclpy, Fast DDS)")
+            lines.append("ROS 2 " + summary(throughput, report_latency(ros, "3b. ROS 2 (RosBus vs raw rclpy)")))
+            lost |= _lost(ros)
     report_codec(*run_codec_benchmark(plan))
-    print(f"\n{summary(ratios, diffs)}")
+    print()
+    for line in lines:
+        print(line)
     print(f"(took {time.monotonic() - started:.0f} s)")
-    lost = any(
-        t.received != t.sent or t.received_bytes != t.received * size
-        for label, size in SIZES
-        for t in results.throughput[label].values()
-    )
     return 1 if lost else 0
 
 

@@ -1,4 +1,7 @@
-"""`BusCamera` over a real Zenoh router: Image (as realsense2_camera publishes) and CompressedImage."""
+"""`BusCamera` on both runtimes (Zenoh, and rclpy over DDS): Image and CompressedImage on the topics and with
+the QoS realsense2_camera (and image_transport's compressed plugin) publishes them:
+`/<namespace>/<camera>/color/image_raw[/compressed]`, reliable (the driver's default, SYSTEM_DEFAULT), which
+a best-effort camera subscription matches."""
 
 from __future__ import annotations
 
@@ -9,13 +12,12 @@ import pytest
 
 from test.cameras.sources import config
 from test.conftest import wait_until
-from user.bus.base import BEST_EFFORT
-from user.bus.zenoh_bus import ZenohBus
+from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.cameras import BusCamera, CameraOpenError
 from user.cameras.ros_image import rgb_to_compressed_msg, rgb_to_image_msg
 from user.interfaces.codec import default_codec
 
-MakeBus = Callable[..., ZenohBus]
+MakeBus = Callable[..., Bus]
 STAMP = 1_700_000_000_123_456_789
 
 
@@ -37,10 +39,16 @@ def publish_until(publish: Callable[[], None], done: Callable[[], bool], timeout
     return wait_until(step, timeout_s, 0.05)
 
 
+@pytest.fixture
+def make_bus(make_any_bus: MakeBus) -> MakeBus:
+    """Buses of both runtimes."""
+    return make_any_bus
+
+
 def test_raw_image_topic(make_bus: MakeBus, topic: str) -> None:
     codec = default_codec()
-    image_topic = f"{topic}/color/image_raw"
-    publisher = make_bus("realsense").create_publisher(image_topic, "sensor_msgs/msg/Image", BEST_EFFORT)
+    image_topic = f"{topic}/camera/color/image_raw"
+    publisher = make_bus("realsense").create_publisher(image_topic, "sensor_msgs/msg/Image", RELIABLE)
     camera = BusCamera(config("wrist", driver="bus", topic=image_topic), make_bus("robot"))
     assert camera.typename == "sensor_msgs/msg/Image"
     payload = codec.encode(rgb_to_image_msg(pattern(), STAMP, "camera_color_optical_frame", codec))
@@ -54,8 +62,8 @@ def test_raw_image_topic(make_bus: MakeBus, topic: str) -> None:
 
 def test_compressed_topic_is_chosen_by_its_name(make_bus: MakeBus, topic: str) -> None:
     codec = default_codec()
-    image_topic = f"{topic}/color/image_raw/compressed"
-    publisher = make_bus("pub").create_publisher(image_topic, "sensor_msgs/msg/CompressedImage", BEST_EFFORT)
+    image_topic = f"{topic}/camera/color/image_raw/compressed"
+    publisher = make_bus("pub").create_publisher(image_topic, "sensor_msgs/msg/CompressedImage", RELIABLE)
     camera = BusCamera(config("front", driver="bus", topic=image_topic, resize=(16, 12)), make_bus("robot"))
     assert camera.typename == "sensor_msgs/msg/CompressedImage"
     payload = codec.encode(rgb_to_compressed_msg(pattern(), 0, "front", codec, quality=95))

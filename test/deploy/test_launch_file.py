@@ -1,103 +1,74 @@
-"""launch/bringup.launch.py builds the deployment's nodes as launch_ros Node actions.
+"""What `launch/bringup.launch.py` starts, computed without ROS (`user.deploy.ros_launch`): the same nodes as
+`user bringup`, each with typed ROS parameters, its respawn limit and its shutdown allowance.
 
-ROS 2's launch and launch_ros cannot be installed here, so they are replaced by recorders with the
-same names and call signatures; what is checked is the mapping from the deployment to Node arguments,
-which is the part of the launch file that is ours.
+The launch file itself runs under real `ros2 launch` in test_ros_launch.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from test.conftest import REPO
+from user.bus.ros_params import decode, ros_params
+from user.config.flat import unflatten
+from user.config.strict import ConfigError, from_mapping
+from user.deploy.commands import launches
+from user.deploy.deployment import load
+from user.deploy.ros_launch import prepare
+from user.deploy.run_dir import bind
+from user.node.runner import ENV_SHUTDOWN_DEADLINE
+from user.nodes import load_kind
 
 
-class Recorder:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.args = args
-        self.kwargs = kwargs
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "deployment.yaml"
+    path.write_text(text)
+    return path
 
 
-class LaunchConfiguration(Recorder):
-    values: dict[str, str] = {}
-
-    def perform(self, _context: Any) -> str:
-        return LaunchConfiguration.values.get(self.args[0], "")
-
-
-def _stand_ins(share: Path) -> dict[str, types.ModuleType]:
-    mods = {
-        name: types.ModuleType(name)
-        for name in (
-            "launch",
-            "launch.actions",
-            "launch.substitutions",
-            "launch_ros",
-            "launch_ros.actions",
-            "ament_index_python",
-            "ament_index_python.packages",
-        )
-    }
-    mods["launch"].LaunchDescription = Recorder  # type: ignore[attr-defined]
-    mods["launch.actions"].DeclareLaunchArgument = Recorder  # type: ignore[attr-defined]
-    mods["launch.actions"].OpaqueFunction = Recorder  # type: ignore[attr-defined]
-    mods["launch.substitutions"].LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
-    mods["launch_ros.actions"].Node = Recorder  # type: ignore[attr-defined]
-    mods["ament_index_python.packages"].get_package_share_directory = lambda pkg: str(share / pkg)  # type: ignore[attr-defined]
-    return mods
-
-
-@pytest.fixture
-def launch_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    share = tmp_path / "share"
-    (share / "user" / "config").mkdir(parents=True)
-    (share / "user" / "config" / "installed.yaml").write_text(
-        "name: installed\nnodes:\n  - name: talker_a\n    kind: talker\n    params: {rate_hz: 4.0}\n"
-        "    respawn: true\n    respawn_delay_s: 2.0\n    env: {FOO: bar}\n"
-        "  - name: listener_a\n    kind: listener\n"
+def test_an_installed_config_by_name_becomes_typed_node_launches(tmp_path: Path) -> None:
+    share = tmp_path / "share" / "config"
+    share.mkdir(parents=True)
+    (share / "installed.yaml").write_text(
+        "name: installed\nshutdown_timeout_s: 7.0\nnodes:\n"
+        "  - name: talker_a\n    kind: talker\n    params: {rate_hz: 4}\n"
+        "    respawn: true\n    respawn_delay_s: 2.0\n    max_respawns: 3\n    env: {FOO: bar}\n"
+        "  - name: listener_a\n    kind: listener\n    shutdown_timeout_s: 30.0\n"
     )
-    for name, mod in _stand_ins(share).items():
-        monkeypatch.setitem(sys.modules, name, mod)
-    spec = importlib.util.spec_from_file_location("bringup_launch", REPO / "launch" / "bringup.launch.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.RUN_DIR = tmp_path / "run"  # type: ignore[attr-defined]
-    return module
+    run_dir, (talker, listener) = prepare("installed", str(tmp_path / "run"), False, [share])
+    assert run_dir == tmp_path / "run" and (run_dir / "deployment.yaml").is_file()
+    assert (talker.launch.name, talker.launch.kind) == ("talker_a", "talker")
+    assert talker.parameters == {"rate_hz": 4.0} and isinstance(talker.parameters["rate_hz"], float)
+    assert talker.launch.respawn_delay_s == 2.0
+    assert [talker.launch.may_respawn(n) for n in range(5)] == [True, True, True, False, False]
+    assert not listener.launch.may_respawn(0)
+    assert talker.launch.env["FOO"] == "bar"
+    assert (talker.sigterm_timeout, listener.sigterm_timeout) == ("7", "30")
+    # the node's own deadline for its shutdown ends before launch escalates to SIGTERM
+    assert float(listener.launch.env[ENV_SHUTDOWN_DEADLINE]) == pytest.approx(29.5)
 
 
-def _nodes(launch_module: Any, config: str, run_dir: Path | None = None) -> list[Recorder]:
-    description = launch_module.generate_launch_description()
-    *declares, opaque = description.args[0]
-    assert [d.args[0] for d in declares] == ["config", "run_dir", "resume"]
-    assert declares[0].kwargs["default_value"].endswith("config/default.yaml")
-    LaunchConfiguration.values = {"config": config, "run_dir": str(run_dir or launch_module.RUN_DIR)}
-    return opaque.kwargs["function"](context=None)
+def test_a_bad_setting_fails_the_launch_naming_the_node(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: x\nnodes:\n  - name: t\n    kind: talker\n    params: {rate: 5}\n")
+    with pytest.raises(ConfigError, match=r"node 't' \(talker\): unknown key 'rate'"):
+        prepare(str(path), str(tmp_path / "run"), False, [])
 
 
-def test_installed_config_by_name_becomes_node_actions(launch_module: Any) -> None:
-    talker, listener = _nodes(launch_module, "installed")
-    assert talker.kwargs["package"] == "user" and talker.kwargs["executable"] == "user_node"
-    assert talker.kwargs["name"] == "talker_a" and talker.kwargs["arguments"] == ["talker"]
-    assert talker.kwargs["parameters"] == [{"rate_hz": 4.0}]
-    assert talker.kwargs["respawn"] is True and talker.kwargs["respawn_delay"] == 2.0
-    assert talker.kwargs["additional_env"] == {"FOO": "bar"}
-    assert listener.kwargs["name"] == "listener_a" and listener.kwargs["parameters"] == [{}]
+def test_unlimited_respawns(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: x\nnodes: [{name: a, kind: talker, respawn: true, max_respawns: -1}]\n")
+    (launch,) = launches(load(path))
+    assert launch.may_respawn(10_000)
 
 
-def test_same_node_set_as_user_bringup(launch_module: Any) -> None:
-    from user.deploy.commands import launches
-    from user.deploy.deployment import load
-
-    path = REPO / "config" / "talker_listener.yaml"
-    nodes = _nodes(launch_module, str(path))
-    expected = launches(load(path))
-    assert [(n.kwargs["name"], n.kwargs["arguments"][0], n.kwargs["parameters"][0]) for n in nodes] == [
-        (e.name, e.kind, e.parameters) for e in expected
-    ]
+@pytest.mark.parametrize("path", sorted((REPO / "config").glob("*.yaml")), ids=lambda p: p.name)
+def test_both_launchers_give_each_node_the_same_settings(path: Path, tmp_path: Path) -> None:
+    _, ros = prepare(str(path), str(tmp_path / "run"), False, [])
+    zenoh = launches(bind(load(path), tmp_path / "run"))
+    assert [r.launch.name for r in ros] == [z.name for z in zenoh]
+    for r, z in zip(ros, zenoh, strict=True):
+        spec = load_kind(z.kind).Params
+        over_ros = from_mapping(spec, decode(ros_params(spec), r.parameters), where=z.name)
+        assert over_ros == from_mapping(spec, unflatten(z.parameters), where=z.name)
+        assert r.launch.env == z.env

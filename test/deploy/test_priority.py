@@ -10,7 +10,7 @@ import pytest
 
 from user.config.strict import ConfigError
 from user.deploy.commands import node_launch
-from user.deploy.deployment import NodeConfig
+from user.deploy.deployment import Deployment, NodeConfig
 from user.deploy.priority import ENV_NICE
 
 PROBE = "from user.deploy.priority import apply_niceness_from_env as a; print(a())"
@@ -25,8 +25,9 @@ def _niceness_with(value: str | None) -> tuple[int, str]:
 
 
 def test_nice_is_validated_and_passed_in_the_environment() -> None:
-    assert node_launch(NodeConfig("learner", "learner", nice=10)).env[ENV_NICE] == "10"
-    assert ENV_NICE not in node_launch(NodeConfig("robot", "robot")).env
+    deployment = Deployment("d", [])
+    assert node_launch(NodeConfig("learner", "learner", nice=10), deployment).env[ENV_NICE] == "10"
+    assert ENV_NICE not in node_launch(NodeConfig("robot", "robot"), deployment).env
     for bad in (-1, 20):
         with pytest.raises(ConfigError, match="nice must be in 0..19"):
             NodeConfig("learner", "learner", nice=bad)

@@ -1,4 +1,5 @@
-"""`teleop` and `pedal` nodes with scripted devices, over a real Zenoh router (in-process buses)."""
+"""`teleop` and `pedal` nodes with scripted devices, on both runtimes (in-process buses: Zenoh through a real
+router, ROS 2 through rclpy and DDS)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,24 @@ from typing import Any
 import pytest
 
 from test.conftest import wait_until
-from user.bus.zenoh_bus import ZenohBus
+from user.bus.base import Bus
 from user.config.strict import ConfigError
 from user.node.node import Node
-from user.nodes.pedal import MODE_EPISODE_END, MODE_STEP, PedalNode
-from user.nodes.teleop import TeleopNode
+from user.nodes.pedal import MODE_EPISODE_END, MODE_STEP, PedalNode, PedalParams
+from user.nodes.teleop import TeleopNode, TeleopParams
 from user.robot_loop.devices import DeviceError, SpaceMouseTeleop
 from user.robot_loop.gate import SOURCE_HUMAN
 
 pytestmark = pytest.mark.timeout(60)
 
 
+@pytest.fixture
+def make_bus(make_any_bus: Callable[..., Bus]) -> Callable[..., Bus]:
+    return make_any_bus
+
+
 class Inbox:
-    def __init__(self, bus: ZenohBus, topic: str, typename: str) -> None:
+    def __init__(self, bus: Bus, topic: str, typename: str) -> None:
         self.node = Node(bus)
         self.items: list[Any] = []
         self._lock = threading.Lock()
@@ -37,7 +43,7 @@ class Inbox:
             return len(self.items)
 
 
-def test_scripted_teleop_publishes_human_interventions_only_while_active(make_bus: Callable[..., ZenohBus]) -> None:
+def test_scripted_teleop_publishes_human_interventions_only_while_active(make_bus: Callable[..., Bus]) -> None:
     robot = f"arm_{uuid.uuid4().hex[:6]}"
     inbox = Inbox(make_bus("inbox"), f"/{robot}/intervention", "user/msg/Action")
     params = {
@@ -48,7 +54,7 @@ def test_scripted_teleop_publishes_human_interventions_only_while_active(make_bu
         "scripted_start_s": 0.3,
         "scripted_duration_s": 0.4,
     }
-    node = TeleopNode(make_bus("teleop", params))
+    node = TeleopNode(make_bus("teleop", params, TeleopParams))
     try:
         assert wait_until(lambda: inbox.count() > 0, 10.0)
         # deadman: once the window is over, nothing more is published
@@ -64,7 +70,7 @@ def test_scripted_teleop_publishes_human_interventions_only_while_active(make_bu
         node.destroy()
 
 
-def test_scripted_pedal_maps_keys_to_human_rewards(make_bus: Callable[..., ZenohBus], topic: str) -> None:
+def test_scripted_pedal_maps_keys_to_human_rewards(make_bus: Callable[..., Bus], topic: str) -> None:
     inbox = Inbox(make_bus("inbox"), topic, "user/msg/HumanReward")
     params = {
         "source": "scripted",
@@ -72,7 +78,7 @@ def test_scripted_pedal_maps_keys_to_human_rewards(make_bus: Callable[..., Zenoh
         "robot_id": "arm",
         "scripted_presses": [[0.2, "KEY_B"], [0.3, "KEY_Z"], [0.4, "KEY_A"], [0.5, "KEY_C"]],
     }
-    node = PedalNode(make_bus("pedal", params))
+    node = PedalNode(make_bus("pedal", params, PedalParams))
     try:
         assert wait_until(lambda: inbox.count() == 3, 10.0), inbox.items
         step, success, failure = inbox.items
@@ -84,9 +90,9 @@ def test_scripted_pedal_maps_keys_to_human_rewards(make_bus: Callable[..., Zenoh
         node.destroy()
 
 
-def test_missing_evdev_or_device_is_a_clear_startup_error(make_bus: Callable[..., ZenohBus]) -> None:
+def test_missing_evdev_or_device_is_a_clear_startup_error(make_bus: Callable[..., Bus]) -> None:
     with pytest.raises(ConfigError, match="/dev/input/no_such_pedal"):
-        PedalNode(make_bus("pedal", {"source": "evdev", "device_path": "/dev/input/no_such_pedal"}))
+        PedalNode(make_bus("pedal", {"source": "evdev", "device_path": "/dev/input/no_such_pedal"}, PedalParams))
 
 
 def test_missing_pyspacemouse_names_the_package() -> None:

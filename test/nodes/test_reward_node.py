@@ -53,9 +53,17 @@ def at(ms: float) -> int:
     return BASE_NS + round(ms * MS)
 
 
+def textured(bright: bool, n: int, seed: int) -> np.ndarray:
+    """`n` noisy 16x16 frames around a bright or a dark level.
+
+    Texture matters: a uniform frame leaves batch norm nothing but the batch's mean, and whether a tiny
+    network then learns the level depended on library releases (numpy 2.4 / opencv 5 broke it)."""
+    noise = np.random.default_rng(seed).integers(-40, 41, (n, 16, 16, 3))
+    return np.clip((200 if bright else 50) + noise, 0, 255).astype(np.uint8)
+
+
 def image(bright: bool) -> EncodedImage:
-    frame = np.full((16, 16, 3), 230 if bright else 20, dtype=np.uint8)
-    return EncodedImage("front", "jpeg", encode_jpeg(frame), 0)
+    return EncodedImage("front", "jpeg", encode_jpeg(textured(bright, 1, seed=99)[0]), 0)
 
 
 def make_transition(
@@ -166,11 +174,13 @@ def harness(make_bus: Callable[..., ZenohBus], topic: str) -> Harness:
 def classifier_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny classifier that tells bright frames (success) from dark ones; trains in about a second."""
     torch.set_num_threads(1)
-    frames = np.concatenate([np.full((16, 16, 16, 3), 20, np.uint8), np.full((16, 16, 16, 3), 230, np.uint8)])
+    frames = np.concatenate([textured(False, 16, seed=0), textured(True, 16, seed=1)])
     labels = np.asarray([False] * 16 + [True] * 16)
-    clf = SuccessClassifier(ClassifierConfig(width=2, image_size=16, epochs=10, batch_size=8, lr=1e-2, val_fraction=0))
+    clf = SuccessClassifier(ClassifierConfig(width=4, image_size=16, epochs=10, batch_size=8, lr=3e-3, val_fraction=0))
     clf.fit(frames, labels)
     assert clf.accuracy(frames, labels) == 1.0
+    held_out = np.concatenate([textured(False, 16, seed=2), textured(True, 16, seed=3)])
+    assert clf.accuracy(held_out, labels) == 1.0
     path = tmp_path_factory.mktemp("classifier") / "reward.pt"
     clf.save(path)
     return path

@@ -22,6 +22,7 @@ import pytest
 
 from test.conftest import wait_until
 from test.robots.test_franka_libfranka import sim_host  # noqa: F401 - the franky-sim fixture, used by name
+from test.robots.test_franka_ros import DEFAULTS as FRANKA_ROS2
 from test.robots.test_franka_ros import START as ROS_START
 from test.robots.test_franka_ros import Franka2StandIn
 from user.bus.zenoh_bus import ZenohBus
@@ -251,11 +252,11 @@ def test_robot_node_runs_franka_ros_with_a_rule_reward(make_bus: Callable[..., Z
     probe.create_subscription(f"/{robot}/observation", "user/msg/Observation", on_observation)
     probe.create_subscription(f"/{robot}/transitions", "user/msg/Transition", on_transition)
     hardware = {
-        "target_topic": f"{topic}/equilibrium_pose",
-        "pose_topic": f"{topic}/current_pose",
-        "joint_states_topic": f"{topic}/joint_states",
-        "wrench_topic": f"{topic}/wrench",
-        "gripper_joint_states_topic": f"{topic}/gripper/joint_states",
+        "target_topic": topic + FRANKA_ROS2.target_topic,
+        "pose_topic": topic + FRANKA_ROS2.pose_topic,
+        "joint_states_topic": topic + FRANKA_ROS2.joint_states_topic,
+        "wrench_topic": topic + FRANKA_ROS2.wrench_topic,
+        "gripper_joint_states_topic": topic + FRANKA_ROS2.gripper_joint_states_topic,
         "state_timeout_s": 0.3,
     }
     params = {

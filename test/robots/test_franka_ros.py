@@ -1,8 +1,10 @@
-"""FrankaRosRobot over real Zenoh against a small franka_ros2 stand-in (franka_ros2 cannot run here).
+"""FrankaRosRobot against a small franka_ros2 stand-in (franka_ros2 cannot run here), on both runtimes:
+over Zenoh, and over real DDS with rclpy, on franka_ros2's own topic names (under a namespace per test) and
+message types.
 
 The stand-in is a test double on its own bus: it publishes what franka_ros2's broadcasters publish (TCP pose,
-joint states in its own order, external wrench, finger joints), records every equilibrium pose it receives,
-and moves its "arm" halfway to the latest equilibrium every 10 ms.
+joint states in its own order, external wrench, finger joints) with their default QoS (reliable), records
+every equilibrium pose it receives, and moves its "arm" halfway to the latest equilibrium every 10 ms.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import pytest
 
 from test.conftest import wait_until
 from user.bus.base import BEST_EFFORT, Bus
-from user.bus.zenoh_bus import ZenohBus
 from user.config import ConfigError, describe_settings, from_mapping
 from user.interfaces.stamps import header
 from user.node.node import Node
@@ -37,7 +38,8 @@ from user.robots.franka_ros import (
 )
 from user.robots.safety import SafetyConfig
 
-MakeBus = Callable[..., ZenohBus]
+MakeBus = Callable[..., Bus]
+DEFAULTS = FrankaRosConfig()  # franka_ros2's topic names
 
 START = np.concatenate([[0.45, 0.05, 0.30], rot.from_euler(math.pi, 0.0, 0.0)])
 JOINTS = {f"fr3_joint{i}": 0.1 * i for i in range(1, 8)}  # distinct values prove the mapping by name
@@ -57,11 +59,11 @@ class Franka2StandIn(Node):
         self.targets: list[npt.NDArray[np.float64]] = []
         self.frames: list[str] = []
         self.widths: list[float] = []
-        self.pose_pub = self.create_publisher(f"{prefix}/current_pose", POSE_STAMPED)
-        self.joint_pub = self.create_publisher(f"{prefix}/joint_states", JOINT_STATE)
-        self.wrench_pub = self.create_publisher(f"{prefix}/wrench", WRENCH_STAMPED)
-        self.finger_pub = self.create_publisher(f"{prefix}/gripper/joint_states", JOINT_STATE, BEST_EFFORT)
-        self.create_subscription(f"{prefix}/equilibrium_pose", POSE_STAMPED, self.on_target)
+        self.pose_pub = self.create_publisher(prefix + DEFAULTS.pose_topic, POSE_STAMPED)
+        self.joint_pub = self.create_publisher(prefix + DEFAULTS.joint_states_topic, JOINT_STATE)
+        self.wrench_pub = self.create_publisher(prefix + DEFAULTS.wrench_topic, WRENCH_STAMPED)
+        self.finger_pub = self.create_publisher(prefix + DEFAULTS.gripper_joint_states_topic, JOINT_STATE, BEST_EFFORT)
+        self.create_subscription(prefix + DEFAULTS.target_topic, POSE_STAMPED, self.on_target)
         self.create_subscription(f"{prefix}/gripper/width", FLOAT64, lambda m: self.widths.append(float(m.data)))
         self.timer = self.create_timer(0.01, self.tick)
 
@@ -98,11 +100,11 @@ class Franka2StandIn(Node):
 
 def ros_config(prefix: str, **overrides: Any) -> FrankaRosConfig:
     values: dict[str, Any] = {
-        "target_topic": f"{prefix}/equilibrium_pose",
-        "pose_topic": f"{prefix}/current_pose",
-        "joint_states_topic": f"{prefix}/joint_states",
-        "wrench_topic": f"{prefix}/wrench",
-        "gripper_joint_states_topic": f"{prefix}/gripper/joint_states",
+        "target_topic": prefix + DEFAULTS.target_topic,
+        "pose_topic": prefix + DEFAULTS.pose_topic,
+        "joint_states_topic": prefix + DEFAULTS.joint_states_topic,
+        "wrench_topic": prefix + DEFAULTS.wrench_topic,
+        "gripper_joint_states_topic": prefix + DEFAULTS.gripper_joint_states_topic,
         "control_rate_hz": RATE_HZ,
         "state_timeout_s": 0.3,
         "connect_timeout_s": 5.0,
@@ -110,6 +112,12 @@ def ros_config(prefix: str, **overrides: Any) -> FrankaRosConfig:
     }
     values.update(overrides)
     return FrankaRosConfig(**values)
+
+
+@pytest.fixture
+def make_bus(make_any_bus: MakeBus) -> MakeBus:
+    """Buses of both runtimes (Zenoh, and rclpy over DDS)."""
+    return make_any_bus
 
 
 @pytest.fixture
@@ -212,7 +220,8 @@ def test_stale_state_latches_the_estop(robot: FrankaRosRobot, standin: Franka2St
 def test_connect_without_franka_ros2_times_out_with_the_topics_named(make_bus: MakeBus, topic: str) -> None:
     arm = FrankaRosRobot(Node(make_bus("franka_robot")), ros_config(topic, connect_timeout_s=0.5))
     began = time.monotonic()
-    with pytest.raises(FrankaRosTimeoutError, match=f"{topic}/current_pose, {topic}/joint_states"):
+    named = f"{topic}{DEFAULTS.pose_topic}, {topic}{DEFAULTS.joint_states_topic}"
+    with pytest.raises(FrankaRosTimeoutError, match=named):
         arm.connect()
     assert time.monotonic() - began < 2.0
     assert not arm.connected

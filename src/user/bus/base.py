@@ -6,7 +6,7 @@ Callbacks of one bus never run concurrently (like a ROS 2 single-threaded execut
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -84,8 +84,21 @@ class Bus(Protocol):
 
     def call_service(self, name: str, srv_type: str, request: bytes, timeout_s: float) -> bytes: ...
 
-    def declare_parameters(self, spec: type[P]) -> P:
-        """Declare the fields of dataclass `spec` as parameters; return their values (overrides applied)."""
+    def declare_parameters(self, spec: type[P], on_change: Callable[[P], None] | None = None) -> P:
+        """Declare the fields of dataclass `spec` as parameters; return their values (overrides applied).
+
+        Settings marked `live` may then change while the node runs: `on_change` gets the whole new settings
+        object (inside a callback, like any other) and raises `ConfigError` to refuse it. Without
+        `on_change` every parameter is read-only."""
+        ...
+
+    def set_parameters(self, changes: Mapping[str, Any]) -> None:
+        """Change parameters of this node by dotted name, as `ros2 param set` does; all or nothing.
+        Raises `user.bus.parameters.ParameterRefusedError` naming the parameter and the reason."""
+        ...
+
+    def parameter_values(self) -> dict[str, Any]:
+        """Every declared parameter's current value by dotted name, in ROS form (None: not set)."""
         ...
 
     def declare_token(self, key: str) -> Handle:

@@ -31,6 +31,7 @@ from user.bus.base import (
     describe,
 )
 from user.bus.names import mangle, resolve, topic_to_key, unmangle
+from user.bus.parameters import ParameterRefusedError, ParameterStore
 from user.bus.timers import TimerScheduler
 from user.bus.zenoh_config import ENV_ROUTER, ZenohSettings, session_config
 from user.config.strict import from_mapping
@@ -101,6 +102,7 @@ class ZenohBus:
         self.namespace = namespace
         self.settings = settings or ZenohSettings.from_env()
         self._parameters = dict(parameters or {})
+        self._store: ParameterStore[Any] | None = None
         self._lock = threading.RLock()  # held while any callback of this bus runs
         self._handles: list[_Declared] = []
         self._ids = itertools.count()
@@ -266,8 +268,21 @@ class ZenohBus:
             raise timed_out
         raise ServiceError(f"no server for service {full} ({srv_type})")
 
-    def declare_parameters(self, spec: type[P]) -> P:
-        return from_mapping(spec, self._parameters, where=f"parameters of node {self._name!r}")
+    def declare_parameters(self, spec: type[P], on_change: Callable[[P], None] | None = None) -> P:
+        where = f"parameters of node {self._name!r}"
+        values = from_mapping(spec, self._parameters, where=where)
+        self._store = ParameterStore(spec, values, on_change, where)
+        return values
+
+    def set_parameters(self, changes: Mapping[str, Any]) -> None:
+        if self._store is None:
+            raise ParameterRefusedError(f"node {self._name!r} has declared no parameters")
+        with self._lock:
+            self._store.apply(changes)
+
+    def parameter_values(self) -> dict[str, Any]:
+        """Every declared parameter's current value by dotted name (None: not set)."""
+        return self._store.current() if self._store is not None else {}
 
     def declare_token(self, key: str) -> _Declared:
         self._check_open()

@@ -25,9 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if "--ros-args" in args_in:  # started by ros2 launch / ros2 run: the rclpy runtime
-        setup_logging()
-        return node_cmd.main_ros(args_in)
+    if "--ros-args" in args_in:  # `user node KIND --ros-args ...`: the rclpy runtime
+        from user.node.ros_runner import main as ros_main
+
+        return ros_main(args_in)
     args = build_parser().parse_args(args_in)
     setup_logging(args.log_level)
     return int(args.func(args))

@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 
 from user.bus.zenoh_config import ZenohSettings
+from user.config.flat import unflatten
 from user.config.strict import ConfigError, describe_settings, load_yaml
-from user.deploy.commands import unflatten
 from user.nodes import KINDS
 
 _log = logging.getLogger("user.node")
@@ -88,12 +88,3 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_STARTUP_FAILED
     apply_niceness_from_env()
     return run_node(args.kind, args.name or args.kind, params, ZenohSettings.from_env())
-
-
-def main_ros(argv: list[str]) -> int:
-    """Entry point under ros2 launch / ros2 run: `user_node KIND --ros-args ...`."""
-    from user.deploy.priority import apply_niceness_from_env
-    from user.node.ros_runner import run_ros_node
-
-    apply_niceness_from_env()
-    return run_ros_node(argv)

@@ -144,12 +144,17 @@ def setting(
     min: Any = None,
     max: Any = None,
     choices: tuple[Any, ...] | None = None,
+    live: bool = False,
 ) -> Any:
     """A dataclass field with a description and optional bounds, checked when loaded from data.
 
-    Mutable defaults (lists, dicts) are copied per instance.
+    `live=True` marks a setting a running node applies when it changes (a ROS parameter that is not
+    read-only); every other setting is fixed for the life of the node. Mutable defaults (lists, dicts) are
+    copied per instance.
     """
     meta: dict[str, Any] = {"doc": doc}
+    if live:
+        meta["live"] = True
     if min is not None:
         meta["min"] = min
     if max is not None:

@@ -7,8 +7,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from user.config.flat import flatten, unflatten
 from user.deploy.deployment import Deployment, NodeConfig
 from user.deploy.priority import ENV_NICE
+from user.node.runner import ENV_SHUTDOWN_DEADLINE
+
+SHUTDOWN_MARGIN_S = 0.5  # a node's own deadline for `destroy` ends this much before the launcher's SIGTERM
 
 
 @dataclass(frozen=True)
@@ -20,8 +24,10 @@ class NodeLaunch:
     parameters: dict[str, Any]  # flat, dotted keys for nested values (ROS 2 parameter style)
     respawn: bool
     respawn_delay_s: float
+    max_respawns: int  # restarts allowed (-1: no limit)
+    shutdown_timeout_s: float  # SIGINT -> SIGTERM allowance
     output: str  # "log" or "screen"
-    env: dict[str, str]
+    env: dict[str, str]  # extra environment: the deployment's, niceness, the node's shutdown deadline
 
     def zenoh_command(self) -> list[str]:
         """argv of the process on the Zenoh runtime."""
@@ -37,43 +43,28 @@ class NodeLaunch:
             json.dumps(unflatten(self.parameters)),
         ]
 
-
-def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{"a": {"b": 1}} -> {"a.b": 1}: ROS 2 parameters are flat with dotted names."""
-    out: dict[str, Any] = {}
-    for key, value in params.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{name}."))
-        else:
-            out[name] = value
-    return out
+    def may_respawn(self, respawns_so_far: int) -> bool:
+        """Whether the node is restarted after it exited on its own, having been restarted this often."""
+        return self.respawn and (self.max_respawns < 0 or respawns_so_far < self.max_respawns)
 
 
-def unflatten(params: dict[str, Any]) -> dict[str, Any]:
-    """Inverse of `flatten`."""
-    out: dict[str, Any] = {}
-    for key, value in params.items():
-        parts = key.split(".")
-        cursor = out
-        for part in parts[:-1]:
-            cursor = cursor.setdefault(part, {})
-        cursor[parts[-1]] = value
-    return out
-
-
-def node_launch(node: NodeConfig) -> NodeLaunch:
+def node_launch(node: NodeConfig, deployment: Deployment) -> NodeLaunch:
+    timeout = node.shutdown_timeout_s or deployment.shutdown_timeout_s
+    # the node's own deadline for `destroy` ends before the launcher's SIGTERM, so it exits by itself
+    deadline = {ENV_SHUTDOWN_DEADLINE: f"{max(SHUTDOWN_MARGIN_S, timeout - SHUTDOWN_MARGIN_S):.3f}"}
     return NodeLaunch(
         name=node.name,
         kind=node.kind,
         parameters=flatten(node.params),
         respawn=node.respawn,
         respawn_delay_s=node.respawn_delay_s,
+        max_respawns=node.max_respawns,
+        shutdown_timeout_s=timeout,
         output=node.output,
-        env={**node.env, **({ENV_NICE: str(node.nice)} if node.nice else {})},
+        env={**deadline, **node.env, **({ENV_NICE: str(node.nice)} if node.nice else {})},
     )
 
 
 def launches(deployment: Deployment) -> list[NodeLaunch]:
     """Every node of the deployment, in start order."""
-    return [node_launch(n) for n in deployment.nodes]
+    return [node_launch(n, deployment) for n in deployment.nodes]

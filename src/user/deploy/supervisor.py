@@ -22,7 +22,6 @@ from typing import IO
 from user.bus.router import router_reachable
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment
-from user.node.runner import ENV_SHUTDOWN_DEADLINE
 
 _log = logging.getLogger("user.bringup")
 
@@ -48,9 +47,7 @@ class Child:
     argv: list[str]
     env: dict[str, str]
     log_path: Path
-    respawn: bool = False
-    respawn_delay_s: float = 1.0
-    max_respawns: int = 5
+    launch: NodeLaunch | None = None  # how a node is started and respawned (None: the router)
     screen: bool = False  # also echo the node's output on the supervisor's console
     shutdown_timeout_s: float = 5.0  # SIGINT, then SIGTERM after this
     proc: subprocess.Popen[bytes] | None = None
@@ -146,27 +143,22 @@ class Supervisor:
                 )
             time.sleep(0.1)
 
-    def _child(self, launch: NodeLaunch, max_respawns: int, shutdown_timeout_s: float | None) -> Child:
-        timeout = shutdown_timeout_s or self.deployment.shutdown_timeout_s
-        # the node's own deadline for `destroy` ends half a second before ours, so it exits by itself
-        env = {ENV_SHUTDOWN_DEADLINE: f"{max(0.5, timeout - 0.5):.3f}", **launch.env}
+    def _child(self, launch: NodeLaunch) -> Child:
         return Child(
             name=launch.name,
             argv=launch.zenoh_command(),
-            env=self._env(env),
+            env=self._env(launch.env),
             log_path=self.log_dir / f"{launch.name}.log",
-            respawn=launch.respawn,
-            respawn_delay_s=launch.respawn_delay_s,
-            max_respawns=max_respawns,
+            launch=launch,
             screen=launch.output == "screen",
-            shutdown_timeout_s=timeout,
+            shutdown_timeout_s=launch.shutdown_timeout_s,
         )
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.start_router()
-        for launch, cfg in zip(launches(self.deployment), self.deployment.nodes, strict=True):
-            child = self._child(launch, cfg.max_respawns, cfg.shutdown_timeout_s)
+        for launch in launches(self.deployment):
+            child = self._child(launch)
             child.start()
             self.children.append(child)
 
@@ -183,10 +175,10 @@ class Supervisor:
             if child.proc is None or child.alive():
                 continue
             code = child.proc.returncode
-            can_respawn = child.respawn and (child.max_respawns < 0 or child.respawns < child.max_respawns)
-            if can_respawn:
-                _log.warning("%s exited with code %s; respawning in %.1f s", child.name, code, child.respawn_delay_s)
-                child.restart_at = now + child.respawn_delay_s
+            if child.launch is not None and child.launch.may_respawn(child.respawns):
+                delay = child.launch.respawn_delay_s
+                _log.warning("%s exited with code %s; respawning in %.1f s", child.name, code, delay)
+                child.restart_at = now + delay
             else:
                 _log.error("%s exited with code %s", child.name, code)
                 child.proc = None

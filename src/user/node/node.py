@@ -49,8 +49,9 @@ class Node:
     def name(self) -> str:
         return self.bus.name
 
-    def declare_parameters(self, spec: type[P]) -> P:
-        return self.bus.declare_parameters(spec)
+    def declare_parameters(self, spec: type[P], on_change: Callable[[P], None] | None = None) -> P:
+        """The node's settings (see `Bus.declare_parameters`); `on_change` applies live ones while it runs."""
+        return self.bus.declare_parameters(spec, on_change)
 
     def create_publisher(self, topic: str, typename: str, qos: QoS = RELIABLE) -> TypedPublisher:
         name = self.codec.resolve(typename)

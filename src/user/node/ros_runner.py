@@ -1,13 +1,18 @@
 """Run one node on rclpy: what `ros2 launch user bringup.launch.py` starts (`user_node KIND --ros-args ...`).
 
-Verified only against rclpy's documented Humble API: ROS 2 cannot be installed on our CI machines.
+The node gets its own rclpy context (so rclpy installs no signal handlers of its own) spun on a
+background thread; SIGINT/SIGTERM are handled exactly as on the Zenoh runtime (`user.node.runner`): the
+node is destroyed while its bus still works, within the allowance the launcher passes in
+`USER_SHUTDOWN_DEADLINE_S`, then the executor and context are shut down.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 
-from user.config.strict import ConfigError
+from user.node.logs import setup_logging
+from user.node.runner import EXIT_STARTUP_FAILED, StopSignal, serve
 from user.nodes import UnknownNodeKindError, load_kind
 
 _log = logging.getLogger("user.ros_runner")
@@ -23,39 +28,24 @@ def split_kind(argv: list[str]) -> tuple[str, list[str]]:
 
 
 def run_ros_node(argv: list[str]) -> int:
-    from user.bus.ros_bus import RosBus, RosUnavailableError, require_rclpy
+    """Start the node named by `argv` on rclpy; returns the process exit code."""
+    from user.bus.ros_bus import RosRuntime, RosUnavailableError
 
-    try:
-        rclpy = require_rclpy()
-    except RosUnavailableError as exc:
-        _log.error("%s", exc)
-        return 2
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-
+    stop = StopSignal()
     try:
         kind, ros_args = split_kind(argv)
-        factory = load_kind(kind)
-    except UnknownNodeKindError as exc:
+        load_kind(kind)
+        runtime = RosRuntime(kind, args=ros_args)
+    except (UnknownNodeKindError, RosUnavailableError) as exc:
         _log.error("%s", exc)
-        return 2
-    rclpy.init(args=ros_args)
-    ros_node = rclpy.create_node(kind, automatically_declare_parameters_from_overrides=True)
-    bus = RosBus(ros_node)
-    try:
-        node = factory(bus)
-    except ConfigError as exc:
-        ros_node.get_logger().error(str(exc))
-        bus.close()
-        rclpy.try_shutdown()
-        return 2
-    executor = MultiThreadedExecutor(num_threads=2)  # default group serialises callbacks; clients reenter
-    executor.add_node(ros_node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy()
-        bus.close()
-        rclpy.try_shutdown()
-    return 0
+        return EXIT_STARTUP_FAILED
+    return serve(runtime.bus.name, kind, runtime.bus, runtime.close, stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `user_node` executable (ros2 launch / ros2 run)."""
+    from user.deploy.priority import apply_niceness_from_env
+
+    setup_logging()
+    apply_niceness_from_env()
+    return run_ros_node(list(sys.argv[1:] if argv is None else argv))

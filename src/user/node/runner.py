@@ -6,10 +6,10 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from user.bus.base import BusError
+from user.bus.base import Bus, BusError
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings
 from user.config.strict import ConfigError
@@ -63,20 +63,16 @@ def _force_exit_after(deadline_s: float, name: str) -> threading.Timer:
     return timer
 
 
-def run_node(kind: str, name: str, parameters: Mapping[str, Any], settings: ZenohSettings) -> int:
-    """Start node `kind` as `name` on the Zenoh runtime; returns the process exit code."""
-    stop = StopSignal()
+def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopSignal) -> int:
+    """Make node `kind` on `bus`, run it until `stop`, then destroy it within the shutdown deadline.
+
+    Both runtimes end here: the bus stays open while the node is destroyed (a final checkpoint or message
+    still goes out), and `close` (bus, executor, session) runs last."""
     try:
-        factory = load_kind(kind)
-        bus = ZenohBus(name, settings, parameters)
-    except (UnknownNodeKindError, BusError) as exc:
-        _log.error("%s", exc)
-        return EXIT_STARTUP_FAILED
-    try:
-        node = factory(bus)
+        node = load_kind(kind)(bus)
     except ConfigError as exc:
         _log.error("node %s: %s", name, exc)
-        bus.close()
+        close()
         return EXIT_STARTUP_FAILED
     _log.info("node %s (%s) running", name, kind)
     stop.wait()
@@ -85,6 +81,18 @@ def run_node(kind: str, name: str, parameters: Mapping[str, Any], settings: Zeno
     try:
         node.destroy()
     finally:
-        bus.close()
+        close()
         watchdog.cancel()
     return EXIT_OK
+
+
+def run_node(kind: str, name: str, parameters: Mapping[str, Any], settings: ZenohSettings) -> int:
+    """Start node `kind` as `name` on the Zenoh runtime; returns the process exit code."""
+    stop = StopSignal()
+    try:
+        load_kind(kind)
+        bus = ZenohBus(name, settings, parameters)
+    except (UnknownNodeKindError, BusError) as exc:
+        _log.error("%s", exc)
+        return EXIT_STARTUP_FAILED
+    return serve(name, kind, bus, bus.close, stop)

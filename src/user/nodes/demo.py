@@ -13,8 +13,8 @@ from user.node.node import Node
 @dataclass
 class TalkerParams:
     topic: str = setting("/chatter", "topic to publish on")
-    rate_hz: float = setting(2.0, "messages per second", min=0.01, max=10_000.0)
-    text: str = setting("Hello World", "text before the counter")
+    rate_hz: float = setting(2.0, "messages per second", min=0.01, max=10_000.0, live=True)
+    text: str = setting("Hello World", "text before the counter", live=True)
 
 
 class Talker(Node):
@@ -24,11 +24,18 @@ class Talker(Node):
 
     def __init__(self, bus: Bus) -> None:
         super().__init__(bus)
-        self.params = self.declare_parameters(TalkerParams)
+        self.params = self.declare_parameters(TalkerParams, on_change=self._on_change)
         self.count = 0
         self._string = self.codec.msg_class("std_msgs/msg/String")
         self._pub = self.create_publisher(self.params.topic, "std_msgs/msg/String")
-        self.create_timer(1.0 / self.params.rate_hz, self._tick)
+        self._timer = self.create_timer(1.0 / self.params.rate_hz, self._tick)
+
+    def _on_change(self, params: TalkerParams) -> None:
+        """`rate_hz` and `text` change while the talker runs (`ros2 param set /talker rate_hz 10.0`)."""
+        if params.rate_hz != self.params.rate_hz:
+            self._timer.close()
+            self._timer = self.create_timer(1.0 / params.rate_hz, self._tick)
+        self.params = params
 
     def _tick(self) -> None:
         text = f"{self.params.text}: {self.count}"

@@ -1,0 +1,121 @@
+"""A node as its own process on the ROS runtime (the installed `user_node KIND --ros-args ...`, as launch
+starts it): malformed input, signals, startup errors, and what it imports."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from test.conftest import wait_until
+from user.bus.base import Bus
+
+pytestmark = pytest.mark.ros
+
+
+def user_node() -> str:
+    """The executable colcon installed (what `ros2 run user user_node` finds; launch starts it directly)."""
+    return str(Path(os.environ["USER_ROS_INSTALL"]) / "lib" / "user" / "user_node")
+
+
+class RosNodeProcess:
+    """`user_node ARGS` with its combined output in a file."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.log = log
+        self._file = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([user_node(), *args], stdout=self._file, stderr=subprocess.STDOUT)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, fragment: str, timeout_s: float = 30.0) -> bool:
+        return wait_until(lambda: fragment in self.text(), timeout_s, 0.05)
+
+    def stop(self, sig: int = signal.SIGINT, timeout_s: float = 10.0) -> tuple[int, float]:
+        start = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout_s)
+        self._file.close()
+        return code, time.monotonic() - start
+
+
+@pytest.fixture
+def ros_node(tmp_path: Path) -> Iterator[Callable[..., RosNodeProcess]]:
+    started: list[RosNodeProcess] = []
+
+    def start(*args: str) -> RosNodeProcess:
+        node = RosNodeProcess(list(args), tmp_path / f"node{len(started)}.log")
+        started.append(node)
+        return node
+
+    yield start
+    for node in started:
+        if node.proc.poll() is None:
+            node.proc.kill()
+            node.proc.wait(5)
+
+
+def test_a_malformed_message_is_dropped_and_the_node_keeps_running(
+    ros_node: Callable[..., RosNodeProcess], make_ros_bus: Callable[..., Bus], topic: str
+) -> None:
+    from user.interfaces import default_codec
+
+    listener = ros_node("listener", "--ros-args", "-r", "__node:=ears", "-p", f"topic:={topic}")
+    assert listener.wait_for("running"), listener.text()
+    pub = make_ros_bus("sender").create_publisher(topic, "std_msgs/msg/String")
+    assert pub.wait_for_subscribers(10.0)  # type: ignore[attr-defined]
+    pub.publish(b"\x00\x01\x00\x00\xff\xff\xff\x7fgarbage")  # a string length far beyond the payload
+    codec = default_codec()
+    pub.publish(codec.encode(codec.msg_class("std_msgs/msg/String")(data="still alive")))
+    assert listener.wait_for('I heard: "still alive"'), listener.text()
+    text = listener.text()
+    assert text.count("dropped a malformed message") == 1 and f"on {topic} (std_msgs/msg/String" in text
+    assert listener.stop()[0] == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_the_node_within_5s_with_exit_0(
+    ros_node: Callable[..., RosNodeProcess], topic: str, sig: int
+) -> None:
+    talker = ros_node("talker", "--ros-args", "-p", f"topic:={topic}", "-p", "rate_hz:=50.0")
+    assert talker.wait_for("Publishing"), talker.text()
+    code, elapsed = talker.stop(sig)
+    assert code == 0, talker.text()
+    assert elapsed < 5.0
+    assert "shutting down" in talker.text()
+
+
+def test_bad_parameters_fail_at_startup_naming_them(ros_node: Callable[..., RosNodeProcess]) -> None:
+    node = ros_node("talker", "--ros-args", "-p", "rate_hz:=fast")
+    assert node.proc.wait(30) == 2
+    assert "rate_hz" in node.text() and "expected a number" in node.text(), node.text()
+    node = ros_node("talker", "--ros-args", "-p", "rat_hz:=3")
+    assert node.proc.wait(30) == 2
+    assert "unknown key 'rat_hz'" in node.text(), node.text()
+    node = ros_node("talkr", "--ros-args")
+    assert node.proc.wait(30) == 2
+    assert "unknown node kind 'talkr'" in node.text()
+
+
+@pytest.mark.parametrize("kind", ["robot", "pedal", "teleop", "expert", "monitor", "reward", "hardware_announcer"])
+def test_a_ros_node_imports_only_what_its_kind_needs(kind: str) -> None:
+    """What `user_node KIND` imports before the node starts: no learning stack for robots and inputs."""
+    code = (
+        "import sys\n"
+        "import user.node.ros_runner\n"
+        "from user.bus.ros_bus import RosRuntime\n"
+        f"from user.nodes import load_kind; load_kind({kind!r})\n"
+        "rt = RosRuntime('import_probe'); rt.close()\n"
+        "print(sorted(m for m in ('torch', 'matplotlib', 'tensorboard') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]", f"{kind}: {proc.stdout}"
