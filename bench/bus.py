@@ -14,7 +14,8 @@ over rounds), so machine noise hits both equally: read the ratios, not the absol
    both with express=False (the bus default). Target: bus - raw <= +0.2 ms.
 3. The same two measurements on ROS 2: `RosBus` (a `RosRuntime` in each process) against raw rclpy nodes
    with the same QoS and the same serialized payloads (CDR of std_msgs/msg/UInt8MultiArray holding 100 B
-   and 1 MB), publisher here, subscriber/echo in a spawned child (bench/bus_ros.py). DDS on loopback.
+   and 1 MB), publisher here, subscriber/echo in a spawned child (bench/bus_ros.py). DDS on loopback, with
+   bench/fastdds_shm.xml (8 MB shared-memory segments) unless FASTDDS_DEFAULT_PROFILES_FILE says otherwise.
    Targets as above. Needs the ROS environment (`source scripts/ros_env.sh`); skipped without it.
 4. Codec rates for an Observation with two 128x128 JPEG images (quality 90) and a 32-float state:
    encode/s (domain object -> msg -> bytes), decode/s (bytes -> msg -> domain object), the CDR part alone

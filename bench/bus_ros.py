@@ -24,7 +24,7 @@ TOPICS = {
     "bus": {"tp": "/bench/tp/bus", "ping": "/bench/ping/bus", "pong": "/bench/pong/bus"},
 }
 STARTUP_TIMEOUT_S = 30.0
-PEER_IDLE_EXIT_S = 300.0
+PEER_IDLE_EXIT_S = 1800.0  # the latency rounds send no commands for minutes
 
 
 def payload(size: int) -> bytes:
@@ -74,6 +74,7 @@ class RawRos:
 
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=5.0)
+        self._thread.join(5.0)
         self.node.destroy_node()
         self.context.try_shutdown()
 

@@ -1,0 +1,220 @@
+"""The mutation gate: mutmut over the core modules of mutation/gate.toml, a score per module.
+
+Each module runs in its own working directory (build/mutation/<module>/), so modules can be run alone, again
+and incrementally (mutmut re-tests only functions that changed), with mutmut's configuration written for that
+module: only its source file is mutated, only its tests run. Survivors that are listed in
+mutation/equivalent.toml (mutants that cannot change behaviour, each with its reason) count as equivalent.
+
+    scripts/mutation                     every module of the gate
+    scripts/mutation buffer.index sync.chunking
+    scripts/mutation --list              the modules and their tests
+    scripts/mutation --survivors MODULE  the diff of each surviving mutant
+
+Exit status 1 when a module scores below the gate's threshold (or mutmut failed), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GATE = REPO / "mutation" / "gate.toml"
+EQUIVALENT = REPO / "mutation" / "equivalent.toml"
+WORK = REPO / "build" / "mutation"
+LINKED = ("src", "test", "msg", "srv", "config", "launch")  # what a module's working directory sees of the repo
+KILLED = {1, 3, 37}  # mutmut exit codes: tests failed, pytest internal error, caught by the type check
+SURVIVED = {0}
+NO_TESTS = {5, 33}
+TIMEOUT = {36, 24, -24, 152, 255}
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # e.g. "buffer.index"
+    source: str  # repository-relative path of the mutated file
+    tests: list[str]  # pytest paths
+
+
+@dataclass
+class Score:
+    module: str
+    killed: int = 0
+    survived: int = 0
+    equivalent: int = 0
+    no_tests: int = 0
+    timeout: int = 0
+    other: int = 0
+    survivors: list[str] | None = None
+    stale_equivalents: list[str] | None = None
+
+    @property
+    def total(self) -> int:
+        return self.killed + self.survived + self.equivalent + self.no_tests + self.timeout + self.other
+
+    @property
+    def score(self) -> float:
+        """Killed (timeouts count as killed: the mutant hangs the tests) over the non-equivalent mutants."""
+        counted = self.total - self.equivalent
+        return (self.killed + self.timeout) / counted if counted else 1.0
+
+
+def load_gate() -> tuple[float, dict[str, Module]]:
+    data = tomllib.loads(GATE.read_text())
+    modules = {name: Module(name, m["source"], list(m["tests"])) for name, m in data["modules"].items()}
+    return float(data["gate"]["threshold"]), modules
+
+
+def load_equivalents() -> dict[str, str]:
+    if not EQUIVALENT.exists():
+        return {}
+    data = tomllib.loads(EQUIVALENT.read_text())
+    return {str(k): str(v) for k, v in data.get("equivalent", {}).items()}
+
+
+def mutmut_config(module: Module) -> str:
+    """The [tool.mutmut] section for one module (TOML)."""
+
+    def toml_list(items: list[str]) -> str:
+        return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+    return (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["src"]\n'
+        f"only_mutate = {toml_list([module.source])}\n"
+        f"pytest_add_cli_args_test_selection = {toml_list(module.tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-p", "no:randomly"]\n'
+        'process_isolation = "forkserver"\n'
+        f"also_copy = {toml_list([d + '/' for d in LINKED if d not in ('src', 'test')])}\n"
+    )
+
+
+def prepare(module: Module) -> Path:
+    """The module's working directory: links to the repository, and a pyproject.toml with its mutmut section."""
+    work = WORK / module.name
+    work.mkdir(parents=True, exist_ok=True)
+    for name in LINKED:
+        link = work / name
+        if not link.is_symlink():
+            link.symlink_to(REPO / name)
+    shared = work / "shared"  # tests look for ../shared beside the repository, which is mutants/ here
+    if not shared.is_symlink() and (REPO.parent / "shared").is_dir():
+        shared.symlink_to(REPO.parent / "shared")
+    pyproject = (REPO / "pyproject.toml").read_text()
+    if "[tool.mutmut]" in pyproject:
+        pyproject = pyproject[: pyproject.index("[tool.mutmut]")]
+    (work / "pyproject.toml").write_text(pyproject + mutmut_config(module))
+    return work
+
+
+def clean_env() -> dict[str, str]:
+    """Our environment without what would let the tests import the original sources instead of the mutants."""
+    env = dict(os.environ)
+    src = str(REPO / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != src)
+    env.pop("USER_REQUIRE_ROS", None)
+    env.setdefault("MUJOCO_GL", "egl")
+    return env
+
+
+def run_mutmut(module: Module, work: Path, max_children: int) -> int:
+    cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)]
+    print(f"\n== {module.name}: mutmut over {module.source}, tests {' '.join(module.tests)}", flush=True)
+    return subprocess.call(cmd, cwd=work, env=clean_env())
+
+
+def collect(module: Module, work: Path, equivalents: dict[str, str]) -> Score:
+    """Count mutmut's verdicts for the module from its .meta file."""
+    meta = work / "mutants" / (module.source + ".meta")
+    score = Score(module.name, survivors=[], stale_equivalents=[])
+    if not meta.exists():
+        score.other = 1
+        return score
+    codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
+    for name, code in sorted(codes.items()):
+        if code in SURVIVED:
+            if name in equivalents:
+                score.equivalent += 1
+            else:
+                score.survived += 1
+                score.survivors.append(name)  # type: ignore[union-attr]
+        elif code in KILLED:
+            score.killed += 1
+            if name in equivalents:
+                score.stale_equivalents.append(name)  # type: ignore[union-attr]
+        elif code in NO_TESTS:
+            score.no_tests += 1
+        elif code in TIMEOUT:
+            score.timeout += 1
+        else:
+            score.other += 1
+    return score
+
+
+def print_table(scores: list[Score], threshold: float) -> None:
+    print(f"\nMutation gate ({date.today().isoformat()}), threshold {threshold:.0%} of non-equivalent mutants killed")
+    header = f"{'module':<22} {'mutants':>7} {'killed':>7} {'timeout':>7} {'survived':>8} {'equiv.':>6} {'no tests':>8} {'score':>7}"
+    print(header)
+    print("-" * len(header))
+    for s in scores:
+        verdict = "ok" if s.score >= threshold else "BELOW"
+        print(
+            f"{s.module:<22} {s.total:>7} {s.killed:>7} {s.timeout:>7} {s.survived:>8} {s.equivalent:>6} "
+            f"{s.no_tests:>8} {s.score:>6.1%} {verdict}"
+        )
+    for s in scores:
+        for name in s.stale_equivalents or []:
+            print(f"note: {name} is listed as equivalent but was killed; remove it from {EQUIVALENT.name}")
+
+
+def show_survivors(module: Module, work: Path, score: Score) -> None:
+    for name in score.survivors or []:
+        subprocess.call([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=clean_env())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/mutation", description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("modules", nargs="*", help="gate modules (default: all), e.g. buffer.index")
+    parser.add_argument("--list", action="store_true", help="list the gate's modules and their tests")
+    parser.add_argument("--survivors", action="store_true", help="print the diff of every surviving mutant")
+    parser.add_argument("--fresh", action="store_true", help="forget earlier results of these modules")
+    parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="parallel mutant workers")
+    args = parser.parse_args(argv)
+    threshold, modules = load_gate()
+    if args.list:
+        for m in modules.values():
+            print(f"{m.name:<22} {m.source:<34} {' '.join(m.tests)}")
+        return 0
+    unknown = [m for m in args.modules if m not in modules]
+    if unknown:
+        print(f"unknown gate module(s): {', '.join(unknown)} (known: {', '.join(modules)})", file=sys.stderr)
+        return 2
+    equivalents = load_equivalents()
+    scores = []
+    for name in args.modules or list(modules):
+        module = modules[name]
+        if args.fresh:
+            shutil.rmtree(WORK / module.name, ignore_errors=True)
+        work = prepare(module)
+        code = run_mutmut(module, work, args.max_children)
+        score = collect(module, work, equivalents)
+        if code != 0:
+            print(f"mutmut exited with {code} for {name}", file=sys.stderr)
+            score.other += 1
+        scores.append(score)
+        if args.survivors:
+            show_survivors(module, work, score)
+    print_table(scores, threshold)
+    return 0 if all(s.score >= threshold and s.other == 0 for s in scores) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
