@@ -21,10 +21,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 GATE = REPO / "mutation" / "gate.toml"
@@ -125,10 +126,17 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def run_mutmut(module: Module, work: Path, max_children: int) -> int:
+def run_mutmut(module: Module, work: Path, max_children: int, verbose: bool) -> int:
+    """mutmut run in the module's directory; its progress output goes to mutmut.log there (or the console)."""
     cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)]
-    print(f"\n== {module.name}: mutmut over {module.source}, tests {' '.join(module.tests)}", flush=True)
-    return subprocess.call(cmd, cwd=work, env=clean_env())
+    print(f"== {module.name}: mutmut over {module.source}, tests {' '.join(module.tests)}", flush=True)
+    if verbose:
+        return subprocess.call(cmd, cwd=work, env=clean_env())
+    with open(work / "mutmut.log", "wb") as log:
+        code = subprocess.call(cmd, cwd=work, env=clean_env(), stdout=log, stderr=subprocess.STDOUT)
+    if code != 0:
+        print((work / "mutmut.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+    return code
 
 
 def collect(module: Module, work: Path, equivalents: dict[str, str]) -> Score:
@@ -161,15 +169,14 @@ def collect(module: Module, work: Path, equivalents: dict[str, str]) -> Score:
 
 def print_table(scores: list[Score], threshold: float) -> None:
     print(f"\nMutation gate ({date.today().isoformat()}), threshold {threshold:.0%} of non-equivalent mutants killed")
-    header = f"{'module':<22} {'mutants':>7} {'killed':>7} {'timeout':>7} {'survived':>8} {'equiv.':>6} {'no tests':>8} {'score':>7}"
+    columns = ("mutants", "killed", "timeout", "survived", "equiv.", "no tests", "score")
+    header = f"{'module':<22} " + " ".join(f"{c:>8}" for c in columns)
     print(header)
     print("-" * len(header))
     for s in scores:
         verdict = "ok" if s.score >= threshold else "BELOW"
-        print(
-            f"{s.module:<22} {s.total:>7} {s.killed:>7} {s.timeout:>7} {s.survived:>8} {s.equivalent:>6} "
-            f"{s.no_tests:>8} {s.score:>6.1%} {verdict}"
-        )
+        counts = (s.total, s.killed, s.timeout, s.survived, s.equivalent, s.no_tests)
+        print(f"{s.module:<22} " + " ".join(f"{c:>8}" for c in counts) + f" {s.score:>8.1%} {verdict}")
     for s in scores:
         for name in s.stale_equivalents or []:
             print(f"note: {name} is listed as equivalent but was killed; remove it from {EQUIVALENT.name}")
@@ -187,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", action="store_true", help="print the diff of every surviving mutant")
     parser.add_argument("--fresh", action="store_true", help="forget earlier results of these modules")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="parallel mutant workers")
+    parser.add_argument("--verbose", action="store_true", help="show mutmut's own progress output")
     args = parser.parse_args(argv)
     threshold, modules = load_gate()
     if args.list:
@@ -204,12 +212,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.fresh:
             shutil.rmtree(WORK / module.name, ignore_errors=True)
         work = prepare(module)
-        code = run_mutmut(module, work, args.max_children)
+        code = run_mutmut(module, work, args.max_children, args.verbose)
         score = collect(module, work, equivalents)
         if code != 0:
             print(f"mutmut exited with {code} for {name}", file=sys.stderr)
             score.other += 1
         scores.append(score)
+        print(f"   {score.killed + score.timeout} of {score.total - score.equivalent} killed ({score.score:.1%})")
         if args.survivors:
             show_survivors(module, work, score)
     print_table(scores, threshold)

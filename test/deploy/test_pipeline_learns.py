@@ -3,10 +3,10 @@ each): under `user bringup` over Zenoh, and under `ros2 launch user bringup.laun
 
 The deployment is the main job's at a smaller scale: one simulated FR3 in real time at 10 Hz, 20
 scripted demonstrations, then RLPD online in the default asynchronous mode (learner, rollout, robot,
-expert and monitor processes under `user bringup` with a private router, or under `ros2 launch`). The test watches the buffer the
-learner writes: the policy version acting on the robot must advance, and the success rate of the online
-episodes (the exploring policy, as it runs) must reach `THRESHOLD` over 20 consecutive episodes within
-`BUDGET_S` of wall time. The curve (success per 20 episodes) is printed.
+expert and monitor processes under `user bringup` with a private router, or under `ros2 launch`). The test
+watches the buffer the learner writes: the policy version acting on the robot must advance, and the success
+rate of the online episodes (the exploring policy, as it runs) must reach `THRESHOLD` over 20 consecutive
+episodes within `BUDGET_S` of wall time. The curve (success per 20 episodes) is printed.
 
 Measured on 2026-12-01 (`MUJOCO_GL=egl .venv/bin/python -m pytest -m slow -s
 test/deploy/test_pipeline_learns.py`, 2 shared cores, nothing else running): passed in 384 s; 46 online
@@ -123,7 +123,7 @@ def test_the_pipeline_learns_peg_insertion(tmp_path: Path, runtime: str) -> None
             (episodes[i][0], sum(s for _, s, _ in episodes[i : i + WINDOW]) / WINDOW)
             for i in range(0, max(0, len(episodes) - WINDOW + 1), WINDOW)
         ]
-        print(f"\n{runtime}: online episodes {len(episodes)} in {elapsed:.0f} s; success per {WINDOW} episodes: {curve}")
+        print(f"\n{runtime}: online episodes {len(episodes)} in {elapsed:.0f} s; success per {WINDOW}: {curve}")
         assert proc.poll() is None, out.read_text()[-5000:]
         versions = [v for _, _, v in episodes]
         assert versions and versions[-1] > versions[0] >= 1, "the policy acting on the robot did not advance"

@@ -51,6 +51,15 @@ def test_colcon_installs_an_ament_package() -> None:
     assert "online policy learning" in (package / "__init__.py").read_text()  # ours, not rosidl's empty one
 
 
+def test_colcon_test_runs_the_ros_runtime_tests() -> None:
+    """The BUILD_TESTING block registers the `ros` tests with ctest (what `colcon test` runs)."""
+    build = install_dir().parents[1] / "build" / "user"
+    listed = subprocess.run(["ctest", "-N", "--test-dir", str(build)], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and "ros_runtime" in listed.stdout, listed.stdout + listed.stderr
+    registered = (build / "CTestTestfile.cmake").read_text()
+    assert 'PYTEST_ADDOPTS=-m \\"ros and not slow\\"' in registered
+
+
 def test_interfaces_are_known_to_ros2_interface() -> None:
     shown = ros2("interface", "show", "user/msg/Transition")
     assert shown.returncode == 0, shown.stderr
