@@ -1,9 +1,10 @@
-"""The mutation gate: mutmut over the core modules of mutation/gate.toml, a score per module.
+"""The mutation gate: mutmut over the core modules of mutation/modules/*.toml, a score per module.
 
 Each module runs in its own working directory (build/mutation/<module>/), so modules can be run alone, again
 and incrementally (mutmut re-tests only functions that changed), with mutmut's configuration written for that
 module: only its source file is mutated, only its tests run. Survivors that are listed in
-mutation/equivalent.toml (mutants that cannot change behaviour, each with its reason) count as equivalent.
+mutation/equivalent/<module>.toml (mutants that cannot change behaviour, each with its reason) count as
+equivalent, as do survivors a rule here recognises (a SQL text changed only in letter case).
 
     scripts/mutation                     every module of the gate
     scripts/mutation buffer.index sync.chunking
@@ -16,8 +17,11 @@ Exit status 1 when a module scores below the gate's threshold (or mutmut failed)
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +33,8 @@ import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 GATE = REPO / "mutation" / "gate.toml"
-EQUIVALENT = REPO / "mutation" / "equivalent.toml"
+MODULES = REPO / "mutation" / "modules"  # *.toml: [modules."name"] source = ..., tests = [...]
+EQUIVALENT = REPO / "mutation" / "equivalent"  # one TOML file per module: <module>.toml
 WORK = REPO / "build" / "mutation"
 LINKED = ("src", "test", "msg", "srv", "config", "launch")  # what a module's working directory sees of the repo
 KILLED = {1, 3, 37}  # mutmut exit codes: tests failed, pytest internal error, caught by the type check
@@ -69,16 +74,78 @@ class Score:
 
 
 def load_gate() -> tuple[float, dict[str, Module]]:
-    data = tomllib.loads(GATE.read_text())
-    modules = {name: Module(name, m["source"], list(m["tests"])) for name, m in data["modules"].items()}
-    return float(data["gate"]["threshold"]), modules
+    threshold = float(tomllib.loads(GATE.read_text())["gate"]["threshold"])
+    modules: dict[str, Module] = {}
+    for path in sorted(MODULES.glob("*.toml")):
+        for name, m in tomllib.loads(path.read_text()).get("modules", {}).items():
+            modules[name] = Module(name, m["source"], list(m["tests"]))
+    return threshold, modules
 
 
 def load_equivalents() -> dict[str, str]:
-    if not EQUIVALENT.exists():
-        return {}
-    data = tomllib.loads(EQUIVALENT.read_text())
-    return {str(k): str(v) for k, v in data.get("equivalent", {}).items()}
+    """Mutant name -> the reason it cannot change behaviour, from every mutation/equivalent/*.toml."""
+    found: dict[str, str] = {}
+    for path in sorted(EQUIVALENT.glob("*.toml")):
+        data = tomllib.loads(path.read_text())
+        found.update({str(k): str(v) for k, v in data.get("equivalent", {}).items()})
+    return found
+
+
+SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|PRAGMA|BEGIN|COMMIT|ROLLBACK|WITH)\b", re.IGNORECASE)
+SQL_CASE_REASON = "SQL keywords and identifiers are case-insensitive (quoted values unchanged)"
+
+
+def mutant_sources(work: Path, module: Module) -> dict[str, str]:
+    """Source of every mutant function (and each `..._mutmut_orig`) in mutmut's mutated copy, by mutant name."""
+    path = work / "mutants" / module.source
+    prefix = module.source.removeprefix("src/").removesuffix(".py").replace("/", ".")
+    text = path.read_text()
+    sources: dict[str, str] = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in node.name:
+            sources[f"{prefix}.{node.name}"] = ast.get_source_segment(text, node) or ""
+    return sources
+
+
+def original_of(name: str) -> str:
+    return name.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"
+
+
+def strings_of(source: str) -> list[str]:
+    return [
+        n.value for n in ast.walk(ast.parse(source.strip())) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+
+
+def same_sql_but_case(original: str, mutant: str) -> bool:
+    """Two SQL texts that differ only in letter case outside single-quoted values."""
+    if not SQL.match(original) or original == mutant:
+        return False
+    a, b = original.split("'"), mutant.split("'")
+    if len(a) != len(b):
+        return False
+    return all(x.lower() == y.lower() if i % 2 == 0 else x == y for i, (x, y) in enumerate(zip(a, b, strict=True)))
+
+
+def auto_equivalent(name: str, sources: dict[str, str]) -> str | None:
+    """The reason a survivor is equivalent by a rule of this gate, or None."""
+    original, mutant = sources.get(original_of(name)), sources.get(name)
+    if original is None or mutant is None:
+        return None
+    try:
+        before, after = strings_of(original), strings_of(mutant)
+    except SyntaxError:
+        return None
+    changed = [(x, y) for x, y in zip(before, after, strict=False) if x != y]
+    if len(before) == len(after) and len(changed) == 1 and same_sql_but_case(*changed[0]):
+        return SQL_CASE_REASON
+    return None
+
+
+def diff_of(name: str, sources: dict[str, str]) -> str:
+    original, mutant = sources.get(original_of(name), ""), sources.get(name, "")
+    lines = difflib.unified_diff(original.splitlines()[1:], mutant.splitlines()[1:], lineterm="", n=1)
+    return "\n".join(line for line in lines if not line.startswith(("---", "+++")))
 
 
 def mutmut_config(module: Module) -> str:
@@ -147,9 +214,10 @@ def collect(module: Module, work: Path, equivalents: dict[str, str]) -> Score:
         score.other = 1
         return score
     codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
+    sources = mutant_sources(work, module)
     for name, code in sorted(codes.items()):
         if code in SURVIVED:
-            if name in equivalents:
+            if name in equivalents or auto_equivalent(name, sources) is not None:
                 score.equivalent += 1
             else:
                 score.survived += 1
@@ -179,12 +247,13 @@ def print_table(scores: list[Score], threshold: float) -> None:
         print(f"{s.module:<22} " + " ".join(f"{c:>8}" for c in counts) + f" {s.score:>8.1%} {verdict}")
     for s in scores:
         for name in s.stale_equivalents or []:
-            print(f"note: {name} is listed as equivalent but was killed; remove it from {EQUIVALENT.name}")
+            print(f"note: {name} is listed as equivalent but was killed; remove it from {EQUIVALENT}/{s.module}.toml")
 
 
 def show_survivors(module: Module, work: Path, score: Score) -> None:
+    sources = mutant_sources(work, module)
     for name in score.survivors or []:
-        subprocess.call([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=clean_env())
+        print(f"\n# {name}\n{diff_of(name, sources)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the gate's modules and their tests")
     parser.add_argument("--survivors", action="store_true", help="print the diff of every surviving mutant")
     parser.add_argument("--fresh", action="store_true", help="forget earlier results of these modules")
+    parser.add_argument("--no-run", action="store_true", help="report the last results without running mutmut")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="parallel mutant workers")
     parser.add_argument("--verbose", action="store_true", help="show mutmut's own progress output")
     args = parser.parse_args(argv)
@@ -212,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.fresh:
             shutil.rmtree(WORK / module.name, ignore_errors=True)
         work = prepare(module)
-        code = run_mutmut(module, work, args.max_children, args.verbose)
+        code = 0 if args.no_run else run_mutmut(module, work, args.max_children, args.verbose)
         score = collect(module, work, equivalents)
         if code != 0:
             print(f"mutmut exited with {code} for {name}", file=sys.stderr)
