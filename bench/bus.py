@@ -55,7 +55,7 @@ KEYS = {  # key expressions; the bus topic of a key is "/" + key
 }
 STARTUP_TIMEOUT_S = 30.0  # router, child process and discovery
 PONG_TIMEOUT_S = 5.0  # one round trip
-PEER_IDLE_EXIT_S = 300.0  # the child quits when it hears nothing from us for this long
+PEER_IDLE_EXIT_S = 1800.0  # the child quits when it hears nothing from us for this long (latency rounds send none)
 
 
 class BenchError(RuntimeError):
@@ -368,11 +368,12 @@ def router(endpoint: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def peer_process(endpoint: str) -> Iterator[Any]:
-    """The child process (spawned, so it shares nothing with us); yields our end of its pipe."""
+def peer_process(target: Callable[..., None], *args: Any) -> Iterator[Any]:
+    """The child process `target(pipe, *args)` (spawned: it shares nothing with us); yields our end of the pipe
+    once the child said it is up."""
     ctx = multiprocessing.get_context("spawn")
     conn, child_conn = ctx.Pipe()
-    proc = ctx.Process(target=peer_main, args=(child_conn, endpoint), name="bench-peer", daemon=True)
+    proc = ctx.Process(target=target, args=(child_conn, *args), name="bench-peer", daemon=True)
     proc.start()
     try:
         _receive(conn, "up", STARTUP_TIMEOUT_S)
@@ -404,7 +405,7 @@ def run_bus_benchmark(plan: Plan) -> BusResults:
     settings = ZenohSettings(router=[endpoint])
     with contextlib.ExitStack() as stack:
         stack.enter_context(router(endpoint))
-        conn = stack.enter_context(peer_process(endpoint))
+        conn = stack.enter_context(peer_process(peer_main, endpoint))
         session = zenoh.open(session_config(settings))
         stack.callback(session.close)
         bus = ZenohBus("bench_main", settings)
@@ -428,7 +429,7 @@ def run_ros_benchmark(plan: Plan) -> BusResults:
     from user.bus.ros_bus import RosRuntime
 
     with contextlib.ExitStack() as stack:
-        conn = stack.enter_context(bus_ros.peer_process())
+        conn = stack.enter_context(peer_process(bus_ros.peer_main))
         raw = bus_ros.RawRos("bench_main_raw")
         stack.callback(raw.close)
         runtime = RosRuntime("bench_main_bus")

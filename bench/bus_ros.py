@@ -10,10 +10,8 @@ std_msgs/msg/UInt8MultiArray (rclpy passes serialized bytes through untouched ei
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -139,23 +137,3 @@ def open_sides(raw: RawRos, bus: Any, side_class: Any) -> dict[str, Any]:
         "raw": side_class("raw", tp.publish, ping.publish, raw_event, [tp, ping, sub]),
         "bus": side_class("bus", bus_tp.publish, bus_ping.publish, bus_event),
     }
-
-
-@contextlib.contextmanager
-def peer_process() -> Iterator[Any]:
-    ctx = multiprocessing.get_context("spawn")
-    conn, child_conn = ctx.Pipe()
-    proc = ctx.Process(target=peer_main, args=(child_conn,), name="bench-ros-peer", daemon=True)
-    proc.start()
-    try:
-        if not conn.poll(STARTUP_TIMEOUT_S):
-            raise RuntimeError("the ROS peer process did not come up")
-        conn.recv()
-        yield conn
-    finally:
-        with contextlib.suppress(OSError):
-            conn.send(("quit",))
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5)

@@ -5,54 +5,22 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import zenoh
 
 from test.conftest import free_port, user_cmd, wait_until
+from test.helpers.processes import LoggedProcess, started_processes
 from user.bus.zenoh_config import ZenohSettings, session_config
 from user.interfaces import default_codec
 
 
-class NodeProcess:
-    """A `user node` subprocess whose combined output goes to a file we can poll."""
-
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
-        self.log = log
-        self._file = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(user_cmd("node", *args), env=env, stdout=self._file, stderr=subprocess.STDOUT)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for(self, fragment: str, timeout_s: float = 20.0) -> bool:
-        return wait_until(lambda: fragment in self.text(), timeout_s, 0.05)
-
-    def stop(self, sig: int = signal.SIGINT, timeout_s: float = 10.0) -> tuple[int, float]:
-        start = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.proc.wait(timeout_s)
-        self._file.close()
-        return code, time.monotonic() - start
-
-
 @pytest.fixture
-def node_process(zenoh_env: dict[str, str], tmp_path: Path) -> Iterator[type[NodeProcess]]:
-    started: list[NodeProcess] = []
-
-    class Bound(NodeProcess):
-        def __init__(self, *args: str) -> None:
-            super().__init__(list(args), zenoh_env, tmp_path / f"node{len(started)}.log")
-            started.append(self)
-
-    yield Bound
-    for p in started:
-        if p.proc.poll() is None:
-            p.proc.kill()
-            p.proc.wait(5)
+def node_process(zenoh_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., LoggedProcess]]:
+    """`node_process(*args)`: `user node ARGS` on the Zenoh runtime."""
+    yield from started_processes(lambda args: user_cmd("node", *args), zenoh_env, tmp_path)
 
 
 def test_malformed_payload_is_logged_and_the_node_keeps_running(

@@ -7,13 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from test.conftest import wait_until
+from test.helpers.processes import LoggedProcess, started_processes
 from user.bus.base import Bus
 
 pytestmark = pytest.mark.ros
@@ -24,47 +23,14 @@ def user_node() -> str:
     return str(Path(os.environ["USER_ROS_INSTALL"]) / "lib" / "user" / "user_node")
 
 
-class RosNodeProcess:
-    """`user_node ARGS` with its combined output in a file."""
-
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.log = log
-        self._file = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([user_node(), *args], stdout=self._file, stderr=subprocess.STDOUT)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for(self, fragment: str, timeout_s: float = 30.0) -> bool:
-        return wait_until(lambda: fragment in self.text(), timeout_s, 0.05)
-
-    def stop(self, sig: int = signal.SIGINT, timeout_s: float = 10.0) -> tuple[int, float]:
-        start = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.proc.wait(timeout_s)
-        self._file.close()
-        return code, time.monotonic() - start
-
-
 @pytest.fixture
-def ros_node(tmp_path: Path) -> Iterator[Callable[..., RosNodeProcess]]:
-    started: list[RosNodeProcess] = []
-
-    def start(*args: str) -> RosNodeProcess:
-        node = RosNodeProcess(list(args), tmp_path / f"node{len(started)}.log")
-        started.append(node)
-        return node
-
-    yield start
-    for node in started:
-        if node.proc.poll() is None:
-            node.proc.kill()
-            node.proc.wait(5)
+def ros_node(tmp_path: Path) -> Iterator[Callable[..., LoggedProcess]]:
+    """`ros_node(*args)`: the installed `user_node ARGS`."""
+    yield from started_processes(lambda args: [user_node(), *args], None, tmp_path)
 
 
 def test_a_malformed_message_is_dropped_and_the_node_keeps_running(
-    ros_node: Callable[..., RosNodeProcess], make_ros_bus: Callable[..., Bus], topic: str
+    ros_node: Callable[..., LoggedProcess], make_ros_bus: Callable[..., Bus], topic: str
 ) -> None:
     from user.interfaces import default_codec
 
@@ -83,7 +49,7 @@ def test_a_malformed_message_is_dropped_and_the_node_keeps_running(
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_the_node_within_5s_with_exit_0(
-    ros_node: Callable[..., RosNodeProcess], topic: str, sig: int
+    ros_node: Callable[..., LoggedProcess], topic: str, sig: int
 ) -> None:
     talker = ros_node("talker", "--ros-args", "-p", f"topic:={topic}", "-p", "rate_hz:=50.0")
     assert talker.wait_for("Publishing"), talker.text()
@@ -93,7 +59,7 @@ def test_a_signal_stops_the_node_within_5s_with_exit_0(
     assert "shutting down" in talker.text()
 
 
-def test_bad_parameters_fail_at_startup_naming_them(ros_node: Callable[..., RosNodeProcess]) -> None:
+def test_bad_parameters_fail_at_startup_naming_them(ros_node: Callable[..., LoggedProcess]) -> None:
     node = ros_node("talker", "--ros-args", "-p", "rate_hz:=fast")
     assert node.proc.wait(30) == 2
     assert "rate_hz" in node.text() and "expected a number" in node.text(), node.text()

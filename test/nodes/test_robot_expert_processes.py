@@ -7,7 +7,7 @@ role human, for chosen steps) overrides the policy: exactly those steps carry in
 
 from __future__ import annotations
 
-import subprocess
+import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from test.conftest import user_cmd, wait_until
+from test.helpers.processes import LoggedProcess, started_processes
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import Transition, transition_from_msg
 from user.interfaces.episodes import EpisodeEvent, EpisodeKind, episode_event_from_msg
@@ -26,38 +27,12 @@ from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
 pytestmark = pytest.mark.timeout(60)
 
 
-class Proc:
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
-        self.log = log
-        self._file = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(user_cmd("node", *args), env=env, stdout=self._file, stderr=subprocess.STDOUT)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            return self.proc.wait(10)
-        finally:
-            self._file.close()
+Proc = LoggedProcess
 
 
 @pytest.fixture
 def procs(zenoh_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Proc]]:
-    started: list[Proc] = []
-
-    def start(*args: str) -> Proc:
-        p = Proc(list(args), zenoh_env, tmp_path / f"node{len(started)}.log")
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        if p.proc.poll() is None:
-            p.proc.kill()
-            p.proc.wait(5)
+    yield from started_processes(lambda args: user_cmd("node", *args), zenoh_env, tmp_path)
 
 
 class Recorder:
@@ -125,8 +100,8 @@ def test_robot_and_expert_processes_stream_successful_episodes(
             assert t.action.policy_version == 3
             assert t.next_observation.step == t.step + 1
             assert len(t.observation.state) == len(t.observation.state_names) > 14
-    assert robot_proc.stop() == 0, robot_proc.text()
-    assert expert.stop() == 0, expert.text()
+    assert robot_proc.stop(signal.SIGTERM)[0] == 0, robot_proc.text()
+    assert expert.stop(signal.SIGTERM)[0] == 0, expert.text()
 
 
 def test_scripted_human_overrides_exactly_the_chosen_steps(
@@ -152,4 +127,4 @@ def test_scripted_human_overrides_exactly_the_chosen_steps(
         assert end.interventions == len(human_steps)
         for t in steps:
             assert t.action.source == (SOURCE_HUMAN if t.step in human_steps else SOURCE_SCRIPTED)
-    assert robot_proc.stop() == 0, robot_proc.text()
+    assert robot_proc.stop(signal.SIGTERM)[0] == 0, robot_proc.text()
