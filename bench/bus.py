@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from peer import Counter, serve_trials
+
 THROUGHPUT_TARGET = 0.8  # bus msgs/s divided by raw msgs/s, at least
 LATENCY_TARGET_MS = 0.2  # bus median RTT minus raw median RTT, at most
 SIZES = (("100 B", 100), ("1 MB", 1_000_000))
@@ -55,7 +57,6 @@ KEYS = {  # key expressions; the bus topic of a key is "/" + key
 }
 STARTUP_TIMEOUT_S = 30.0  # router, child process and discovery
 PONG_TIMEOUT_S = 5.0  # one round trip
-PEER_IDLE_EXIT_S = 1800.0  # the child quits when it hears nothing from us for this long (latency rounds send none)
 
 
 class BenchError(RuntimeError):
@@ -81,27 +82,6 @@ QUICK_PLAN = Plan(rounds=5, trial_s=0.25, pings=300, codec_s=0.1, codec_repeats=
 # The child process: throughput sink and ping echo, raw and bus.
 
 
-class _Counter:
-    """Counts received payloads; notes the time the expected count is reached."""
-
-    def __init__(self) -> None:
-        self.reset(0)
-
-    def reset(self, expected: int) -> None:
-        self.expected = expected
-        self.count = 0
-        self.nbytes = 0
-        self.t_last = 0.0
-        self.done = threading.Event()
-
-    def on_bytes(self, data: bytes) -> None:
-        self.count += 1
-        self.nbytes += len(data)
-        if self.count == self.expected:
-            self.t_last = time.monotonic()  # CLOCK_MONOTONIC: comparable across processes
-            self.done.set()
-
-
 def _raw_options() -> dict[str, Any]:
     import zenoh
 
@@ -112,7 +92,7 @@ def _raw_options() -> dict[str, Any]:
     }
 
 
-def _declare_peer_raw(session: Any, counter: _Counter) -> list[Any]:
+def _declare_peer_raw(session: Any, counter: Counter) -> list[Any]:
     """Raw sink on the throughput key and raw echo ping -> pong; returns what must stay referenced."""
     keys = KEYS["raw"]
     pong = session.declare_publisher(keys["pong"], **_raw_options())
@@ -130,7 +110,7 @@ def _declare_peer_raw(session: Any, counter: _Counter) -> list[Any]:
     ]
 
 
-def _declare_peer_bus(bus: Any, counter: _Counter) -> None:
+def _declare_peer_bus(bus: Any, counter: Counter) -> None:
     """The same as `_declare_peer_raw`, through the Bus API."""
     keys = KEYS["bus"]
     pong = bus.create_publisher("/" + keys["pong"], TYPENAME)
@@ -148,23 +128,11 @@ def peer_main(conn: Any, endpoint: str) -> None:
     settings = ZenohSettings(router=[endpoint])
     session = zenoh.open(session_config(settings))
     bus = ZenohBus("bench_peer", settings)
-    counters = {"raw": _Counter(), "bus": _Counter()}
+    counters = {"raw": Counter(), "bus": Counter()}
     keep = _declare_peer_raw(session, counters["raw"])
     _declare_peer_bus(bus, counters["bus"])
-    conn.send(("up",))
     try:
-        while conn.poll(PEER_IDLE_EXIT_S):
-            command = conn.recv()
-            if command[0] != "tp":
-                break  # "quit"
-            _, impl, expected, timeout_s = command
-            counter = counters[impl]
-            counter.reset(expected)
-            conn.send(("ready",))
-            counter.done.wait(timeout_s)
-            conn.send(("result", counter.count, counter.nbytes, counter.t_last))
-    except (EOFError, OSError):
-        pass  # the parent is gone
+        serve_trials(conn, counters)
     finally:
         del keep
         bus.close()

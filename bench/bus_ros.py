@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from peer import Counter, serve_trials
+
 TYPENAME = "std_msgs/msg/UInt8MultiArray"
 TOPICS = {
     "raw": {"tp": "/bench/tp/raw", "ping": "/bench/ping/raw", "pong": "/bench/pong/raw"},
     "bus": {"tp": "/bench/tp/bus", "ping": "/bench/ping/bus", "pong": "/bench/pong/bus"},
 }
 STARTUP_TIMEOUT_S = 30.0
-PEER_IDLE_EXIT_S = 1800.0  # the latency rounds send no commands for minutes
 
 
 def payload(size: int) -> bytes:
@@ -79,12 +80,11 @@ class RawRos:
 
 def peer_main(conn: Any) -> None:
     """Child process: throughput sinks and ping echoes, raw rclpy and RosBus, until told to quit."""
-    from bus import _Counter  # the same counter as the Zenoh half
     from user.bus.ros_bus import RosRuntime
 
     raw = RawRos("bench_peer_raw")
     runtime = RosRuntime("bench_peer_bus")
-    counters = {"raw": _Counter(), "bus": _Counter()}
+    counters = {"raw": Counter(), "bus": Counter()}
     pong = raw.publisher(TOPICS["raw"]["pong"])
     keep = [pong, raw.subscribe(TOPICS["raw"]["tp"], counters["raw"].on_bytes)]
     keep.append(raw.subscribe(TOPICS["raw"]["ping"], pong.publish))
@@ -92,20 +92,8 @@ def peer_main(conn: Any) -> None:
     bus_pong = bus.create_publisher(TOPICS["bus"]["pong"], TYPENAME)
     bus.create_subscription(TOPICS["bus"]["tp"], TYPENAME, counters["bus"].on_bytes)
     bus.create_subscription(TOPICS["bus"]["ping"], TYPENAME, bus_pong.publish)
-    conn.send(("up",))
     try:
-        while conn.poll(PEER_IDLE_EXIT_S):
-            command = conn.recv()
-            if command[0] != "tp":
-                break
-            _, impl, expected, timeout_s = command
-            counter = counters[impl]
-            counter.reset(expected)
-            conn.send(("ready",))
-            counter.done.wait(timeout_s)
-            conn.send(("result", counter.count, counter.nbytes, counter.t_last))
-    except (EOFError, OSError):
-        pass
+        serve_trials(conn, counters)
     finally:
         del keep
         runtime.close()
