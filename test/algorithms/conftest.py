@@ -7,6 +7,10 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+# torch imports torch._dynamo lazily, at the first optimiser (seconds): import it once at collection, so that
+# processes forked after collection (the mutation gate's workers) do not each import it again
+import torch._dynamo
+
 
 @pytest.fixture(autouse=True)
 def one_torch_thread() -> Iterator[None]:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from test.algorithms.factories import fixed_batch
-from user.algorithms.base import to_torch
+from user.algorithms.base import AlgorithmError, TorchBatch, to_torch
 from user.algorithms.critics import EnsembleLayerNorm, EnsembleLinear, EnsembleQ
-from user.algorithms.rlpd import RLPD, RLPDConfig, concat_batches
+from user.algorithms.rlpd import RLPD, RLPDConfig, _rows, concat_batches
+from user.algorithms.sac import SACConfig
+from user.buffer.batch import TransitionBatch
 from user.config import ConfigError, from_mapping
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig, StateEncoder
 
@@ -113,3 +117,108 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path: Path) -> None:
     for (ka, va), (kb, vb) in zip(a.critic.state_dict().items(), b.critic.state_dict().items(), strict=True):
         assert ka == kb and torch.equal(va, vb)
     assert torch.equal(a.policy.get_weights().data, b.policy.get_weights().data)
+
+
+def test_every_rlpd_setting_reaches_the_sac_that_runs_it() -> None:
+    cfg = RLPDConfig(
+        gamma=0.9,
+        tau=0.02,
+        actor_lr=1e-3,
+        critic_lr=2e-3,
+        temperature_lr=5e-4,
+        batch_size=32,
+        num_critics=6,
+        critic_subsample=3,
+        critic_hidden=(8,),
+        init_temperature=0.3,
+        target_entropy=-1.5,
+        backup_entropy=False,
+        utd_ratio=2,
+        critic_actor_ratio=3,
+        augmentation="drq",
+        drq_pad=2,
+        grad_clip=5.0,
+    )
+    sac = cfg.sac()
+    shared = {f.name for f in dataclasses.fields(SACConfig)} & {f.name for f in dataclasses.fields(RLPDConfig)}
+    assert len(shared) == 17
+    assert {name: getattr(sac, name) for name in shared} == {name: getattr(cfg, name) for name in shared}
+    assert (sac.critic_layer_norm, sac.actor_q) == (True, "mean")  # what RLPD changes about SAC
+    policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(8,), seed=1))
+    assert RLPD(policy, cfg).config == sac
+    assert RLPD(policy).config == RLPDConfig().sac()
+
+
+@pytest.mark.parametrize(("batch", "ratio", "split"), [(64, 0.25, (48, 16)), (10, 0.3, (7, 3)), (10, 0.0, (10, 0))])
+def test_split_batch_gives_the_demo_ratio_of_each_batch_to_demos(batch: int, ratio: float, split: tuple) -> None:
+    assert RLPDConfig(batch_size=batch, demo_ratio=ratio).split_batch() == split
+
+
+def test_subsample_may_equal_but_not_exceed_the_ensemble() -> None:
+    assert RLPDConfig(num_critics=3, critic_subsample=3).critic_subsample == 3
+    with pytest.raises(ValueError, match=r"critic_subsample \(4\) exceeds num_critics \(3\)"):
+        RLPDConfig(num_critics=3, critic_subsample=4)
+
+
+def _kinds(online: int, demo: int, images: dict[str, tuple[int, int]] | None = None) -> tuple[TransitionBatch, ...]:
+    """An online batch and a demo batch with distinct indices, flags and versions."""
+    a, b = fixed_batch(online, seed=1, images=images), fixed_batch(demo, seed=2, images=images)
+    a = dataclasses.replace(a, is_demo=np.zeros(online, bool), policy_version=np.full(online, 3))
+    b = dataclasses.replace(b, indices=b.indices + 100, is_demo=np.ones(demo, bool), truncated=np.ones(demo, bool))
+    return a, dataclasses.replace(b, success=np.arange(demo) % 2 == 0)
+
+
+def _fields(batch: TransitionBatch) -> dict[str, np.ndarray]:
+    """Every per-row array of the batch by name (each camera's images too)."""
+    out = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch) if f.name not in ("images", "next_images")}
+    out.update({f"images.{k}": v for k, v in batch.images.items()})
+    out.update({f"next_images.{k}": v for k, v in batch.next_images.items()})
+    return out
+
+
+def test_mixing_and_shuffling_keep_every_transition_together() -> None:
+    online, demo = _kinds(5, 3, images={"wrist": (4, 4)})
+    mixed = concat_batches(online, demo)
+    a, b, m = _fields(online), _fields(demo), _fields(mixed)
+    assert m.keys() == a.keys() and len(m) == 13
+    for name, value in m.items():
+        assert np.array_equal(value, np.concatenate([a[name], b[name]])), name
+    order = np.array([7, 0, 3, 5, 1, 6, 2, 4])
+    shuffled = _fields(_rows(mixed, order))
+    assert shuffled.keys() == m.keys()
+    for name, value in shuffled.items():
+        assert np.array_equal(value, m[name][order]), name
+
+
+def test_batches_with_different_cameras_are_not_mixed() -> None:
+    online, demo = fixed_batch(4, images={"wrist": (4, 4)}), fixed_batch(4, images={"front": (4, 4)})
+    with pytest.raises(AlgorithmError, match=r"cannot mix batches with cameras \['wrist'\] and \['front'\]"):
+        concat_batches(online, demo)
+
+
+def _slices(rlpd: RLPD) -> list[TorchBatch]:
+    seen: list[TorchBatch] = []
+    step = rlpd.critic_step
+
+    def spy(batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        seen.append(batch)
+        return step(batch)
+
+    rlpd.critic_step = spy  # type: ignore[method-assign]
+    return seen
+
+
+def test_update_shuffles_the_mix_so_every_critic_step_sees_demos_and_online_rows() -> None:
+    online, demo = _kinds(16, 16)
+    rlpd, again = _rlpd(utd_ratio=4, num_critics=2), _rlpd(utd_ratio=4, num_critics=2)
+    seen, seen_again = _slices(rlpd), _slices(again)
+    for _ in range(2):
+        stats = rlpd.update_mixed(online, demo)
+        again.update_mixed(online, demo)
+    assert stats.updates == 8 and stats.info["demo_fraction"] == 0.5
+    assert all(0 < int(s.is_demo.sum()) < len(s) for s in seen)  # both kinds in every slice
+    rewards = np.concatenate([online.reward, demo.reward])
+    first, second = (torch.cat([s.reward for s in seen[k : k + 4]]).numpy() for k in (0, 4))
+    assert sorted(first) == sorted(rewards) and sorted(second) == sorted(rewards)  # every row once per update
+    assert not np.array_equal(first, second)  # a new order each update ...
+    assert all(torch.equal(x.reward, y.reward) for x, y in zip(seen, seen_again, strict=True))  # ... reproducibly

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from test.algorithms.factories import fixed_batch
-from user.algorithms.base import AlgorithmError, to_torch
+from user.algorithms.base import AlgorithmError, TorchBatch, to_torch
 from user.algorithms.sac import SAC, SACConfig, actor_loss, critic_loss, td_target, temperature_loss
 from user.config import ConfigError, from_mapping
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
@@ -32,6 +32,41 @@ def test_td_target_by_hand() -> None:
     assert torch.allclose(y2, torch.tensor([1.9, 0.5]))
 
 
+def _td_target(**inputs: torch.Tensor) -> torch.Tensor:
+    args = {"reward": torch.zeros(3), "terminated": torch.zeros(3), "next_q": torch.zeros(2, 3)}
+    args = {**args, "next_log_prob": torch.zeros(3), **inputs}
+    return td_target(**args, gamma=0.9, alpha=0.1, backup_entropy=True)
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        {"terminated": torch.zeros(3, 1)},  # a column would broadcast the target to (B, B)
+        {"next_log_prob": torch.zeros(3, 1)},
+        {"next_q": torch.zeros(3)},  # no member axis
+        {"next_q": torch.zeros(2, 3, 1)},
+    ],
+)
+def test_td_target_refuses_misshapen_inputs_instead_of_broadcasting(inputs: dict[str, torch.Tensor]) -> None:
+    assert _td_target().shape == (3,)
+    with pytest.raises(AssertionError):
+        _td_target(**inputs)
+
+
+@pytest.mark.parametrize(("q", "other"), [((2, 3), (3, 1)), ((2, 3, 1), (3, 1))])
+def test_losses_refuse_misshapen_ensemble_values(q: tuple[int, ...], other: tuple[int, ...]) -> None:
+    with pytest.raises(AssertionError):
+        critic_loss(torch.zeros(q), torch.zeros(other))
+    with pytest.raises(AssertionError):
+        actor_loss(torch.zeros(q), torch.zeros(other), 0.1, "min")
+
+
+@pytest.mark.parametrize(("log_alpha", "log_prob"), [((1,), (3,)), ((), (3, 1))])
+def test_temperature_loss_refuses_misshapen_inputs(log_alpha: tuple[int, ...], log_prob: tuple[int, ...]) -> None:
+    with pytest.raises(AssertionError):
+        temperature_loss(torch.zeros(log_alpha, requires_grad=True), torch.zeros(log_prob), -1.0)
+
+
 def test_critic_loss_by_hand() -> None:
     q = torch.tensor([[1.0, 2.0], [3.0, 0.0]])
     target = torch.tensor([1.0, 1.0])
@@ -42,6 +77,17 @@ def test_critic_loss_by_hand() -> None:
         critic_loss(q, torch.zeros(3))
 
 
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
+def test_critic_loss_compares_every_member_with_the_same_constant_target() -> None:
+    q = torch.tensor([[1.0, 2.0], [3.0, 0.0], [0.0, 0.0]], requires_grad=True)
+    target = torch.tensor([1.0, 3.0], requires_grad=True)
+    loss, info = critic_loss(q, target)
+    assert math.isclose(float(loss.detach()), (0 + 1 + 4 + 9 + 1 + 9) / 6)
+    assert info == {"q_mean": 1.0, "target_mean": 2.0}
+    loss.backward()  # type: ignore[no-untyped-call]
+    assert target.grad is None and q.grad is not None  # the TD target is a constant of the regression
+
+
 def test_actor_loss_by_hand() -> None:
     q = torch.tensor([[1.0, 4.0], [3.0, 2.0]])
     logp = torch.tensor([0.5, -1.0])
@@ -50,6 +96,7 @@ def test_actor_loss_by_hand() -> None:
     loss_mean, info = actor_loss(q, logp, 0.2, "mean")  # q_pi = [2, 3]
     assert math.isclose(float(loss_mean), ((0.1 - 2) + (-0.2 - 3)) / 2, rel_tol=1e-6)
     assert math.isclose(info["entropy"], 0.25)
+    assert math.isclose(info["q_pi"], 2.5) and math.isclose(actor_loss(q, logp, 0.2, "min")[1]["q_pi"], 1.5)
 
 
 def test_temperature_loss_by_hand() -> None:
@@ -61,6 +108,15 @@ def test_temperature_loss_by_hand() -> None:
     loss.backward()  # type: ignore[no-untyped-call]
     assert log_alpha.grad is not None and float(log_alpha.grad.detach()) > 0  # entropy above target: alpha falls
     assert math.isclose(info["temperature"], 2.0, rel_tol=1e-6)
+
+
+def test_temperature_loss_raises_alpha_when_the_entropy_is_below_the_target() -> None:
+    log_alpha = torch.tensor(0.0, requires_grad=True)
+    logp = torch.tensor([2.0, 1.0])  # entropy -1.5 < target -1
+    loss, _ = temperature_loss(log_alpha, logp, target_entropy=-1.0)
+    assert math.isclose(float(loss.detach()), -0.5, rel_tol=1e-6)  # -1 * mean([2 - 1, 1 - 1])
+    loss.backward()  # type: ignore[no-untyped-call]
+    assert log_alpha.grad is not None and float(log_alpha.grad) < 0  # descent raises log alpha
 
 
 def test_critic_shapes_and_batch_check() -> None:
@@ -145,3 +201,188 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path: Path) -> None:
     b = other.update(batch)
     assert a == b
     assert _state_equal(sac.state_dict(), other.state_dict())
+
+
+def test_critic_subsample_must_fit_the_ensemble() -> None:
+    for bad in (0, 3):
+        with pytest.raises(ValueError, match=r"critic_subsample must be in 1\.\.num_critics \(2\)"):
+            SACConfig(num_critics=2, critic_subsample=bad)
+    assert [SACConfig(num_critics=2, critic_subsample=m).critic_subsample for m in (1, 2, None)] == [1, 2, None]
+
+
+def test_construction_is_seeded_and_leaves_the_global_generator_alone() -> None:
+    state = torch.random.get_rng_state()
+    a, b = _sac(num_critics=5, critic_subsample=2), _sac(num_critics=5, critic_subsample=2)
+    policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(32, 32), seed=1))
+    c = SAC(policy, SACConfig(critic_hidden=(32, 32), num_critics=5, critic_subsample=2), seed=3)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(x, y) for x, y in zip(a.critic.parameters(), b.critic.parameters(), strict=True))
+    assert not all(torch.equal(x, y) for x, y in zip(a.critic.parameters(), c.critic.parameters(), strict=True))
+    draws = [[tuple(s.target_members().tolist()) for _ in range(8)] for s in (a, b, c)]
+    assert draws[0] == draws[1] != draws[2]  # the members of the target come from the learner's own seed
+
+
+def test_temperature_starts_at_init_temperature_and_aims_at_minus_action_dim_by_default() -> None:
+    assert _sac(init_temperature=0.25).alpha == pytest.approx(0.25)
+    assert _sac().target_entropy == -2.0
+    assert _sac(target_entropy=-0.5).target_entropy == -0.5
+
+
+@pytest.mark.parametrize(("target_entropy", "grows"), [(5.0, True), (-50.0, False)])
+def test_alpha_grows_when_the_policy_entropy_is_below_the_target(target_entropy: float, grows: bool) -> None:
+    sac = _sac(target_entropy=target_entropy, temperature_lr=1e-2, init_temperature=0.5)
+    for _ in range(3):
+        sac.update(fixed_batch(16))
+    assert sac.alpha != pytest.approx(0.5, abs=1e-3)
+    assert (sac.alpha > 0.5) == grows
+
+
+def _spy_critic_steps(sac: SAC) -> list[TorchBatch]:
+    """Record the batch of every critic step."""
+    seen: list[TorchBatch] = []
+    step = sac.critic_step
+
+    def spy(batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        seen.append(batch)
+        return step(batch)
+
+    sac.critic_step = spy  # type: ignore[method-assign]
+    return seen
+
+
+def test_utd_ratio_splits_the_batch_into_that_many_critic_steps() -> None:
+    sac = _sac(utd_ratio=3)
+    batch = fixed_batch(12)
+    seen = _spy_critic_steps(sac)
+    stats = sac.update(batch)
+    assert [len(b) for b in seen] == [4, 4, 4]
+    assert torch.equal(torch.cat([b.reward for b in seen]), torch.as_tensor(batch.reward))  # every row once
+    assert stats.updates == sac.critic_steps == 3
+    assert _sac(utd_ratio=3).update(fixed_batch(3)).updates == 3  # one row per slice is enough
+    with pytest.raises(AlgorithmError, match=r"a batch of 2 cannot be split into utd_ratio=3 slices"):
+        _sac(utd_ratio=3).update(fixed_batch(2))
+
+
+def test_actor_and_temperature_step_once_every_critic_actor_ratio_critic_steps() -> None:
+    sac = _sac(critic_actor_ratio=3)
+    batch = fixed_batch(16)
+    stepped = []
+    for _ in range(7):
+        actor, alpha = sac.policy.get_weights().data.clone(), sac.alpha
+        stats = sac.update(batch)
+        moved = not torch.equal(sac.policy.get_weights().data, actor)
+        assert moved == ("actor" in stats.losses) == ("temperature" in stats.losses) == (sac.alpha != alpha)
+        stepped.append(moved)
+    assert stepped == [False, False, True, False, False, True, False]  # after the 3rd and the 6th critic step
+    assert (sac.critic_steps, sac.actor_steps) == (7, 2)
+
+
+def _grad_norms(optim: torch.optim.Optimizer) -> list[float]:
+    """The total gradient norm of `optim`'s parameters at each of its steps."""
+    norms: list[float] = []
+
+    def hook(opt: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        grads = [p.grad.norm() for group in opt.param_groups for p in group["params"] if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack(grads))))
+
+    optim.register_step_pre_hook(hook)
+    return norms
+
+
+@pytest.mark.parametrize("clip", [None, 1e-3])
+def test_grad_clip_bounds_the_gradient_norm_of_every_step(clip: float | None) -> None:
+    sac = _sac(grad_clip=clip)
+    norms = {name: _grad_norms(getattr(sac, name)) for name in ("critic_optim", "actor_optim", "temperature_optim")}
+    for _ in range(2):
+        sac.update(fixed_batch(16))
+    for name, values in norms.items():
+        assert len(values) == 2, name
+        if clip is None:
+            assert max(values) > 1e-2, name  # the clip below is really active
+        else:
+            assert max(values) <= clip * (1 + 1e-4), name
+
+
+@pytest.mark.parametrize("reduce", ["min", "mean"])
+def test_actor_step_climbs_the_configured_ensemble_q_and_leaves_the_critic_alone(reduce: str) -> None:
+    sac = _sac(actor_q=reduce, num_critics=3, init_temperature=0.3)
+    batch = to_torch(fixed_batch(8), sac.policy)
+    critic = [p.detach().clone() for p in sac.critic.parameters()]
+    torch.manual_seed(4)
+    with torch.no_grad():
+        action, log_prob = sac.policy.sample(batch.obs)
+        q = sac.critic(batch.obs, action)
+        q_pi = q.min(dim=0).values if reduce == "min" else q.mean(dim=0)
+        expected_actor = float((0.3 * log_prob - q_pi).mean())
+        expected_temperature = float((-0.3 * (log_prob + sac.target_entropy)).mean())
+    torch.manual_seed(4)
+    losses, info = sac.actor_step(batch)
+    assert losses["actor"] == pytest.approx(expected_actor, rel=1e-5)
+    assert losses["temperature"] == pytest.approx(expected_temperature, rel=1e-5)
+    assert info["q_pi"] == pytest.approx(float(q_pi.mean()), rel=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(critic, sac.critic.parameters(), strict=True))
+    assert sac.actor_steps == 1
+
+
+def test_update_reports_losses_diagnostics_and_the_step_count() -> None:
+    sac = _sac(init_temperature=0.5)
+    stats = sac.update(fixed_batch(16))
+    assert stats.updates == 1
+    assert set(stats.losses) == {"critic", "actor", "temperature"}
+    assert {"q_mean", "target_mean", "entropy", "q_pi", "temperature"} <= set(stats.info)
+    assert stats.info["temperature"] == sac.alpha != 0.5  # the temperature after the step
+
+
+def test_load_state_dict_restores_everything_a_resumed_learner_needs(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    settings = {"critic_subsample": 1, "num_critics": 3, "tau": 0.1}
+    sac = _sac(**settings)
+    sac.policy.version = 7
+    batch = fixed_batch(16)
+    for _ in range(3):
+        sac.update(batch)
+    sac.save(tmp_path / "ckpt.pt")
+    policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(32, 32), seed=9))
+    other = SAC(policy, from_mapping(SACConfig, {"critic_hidden": [32, 32], **settings}, where="test"), seed=8)
+    other.load(tmp_path / "ckpt.pt")
+    assert other.policy.version == 7
+    assert other.alpha == sac.alpha and (other.critic_steps, other.actor_steps) == (3, 3)
+    for a, b in zip(sac.target_critic.parameters(), other.target_critic.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(other.generator.get_state(), sac.generator.get_state())
+    assert _state_equal(sac.state_dict(), other.state_dict())
+    for _ in range(2):
+        torch.manual_seed(5)
+        a = sac.update(batch)
+        torch.manual_seed(5)
+        assert other.update(batch) == a
+    assert _state_equal(sac.state_dict(), other.state_dict())
+
+
+def test_critics_targets_and_temperature_live_on_the_policy_device() -> None:
+    # "meta": a device other than the host that needs no hardware (tensors without storage)
+    policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(8,), seed=1)).to("meta")
+    sac = SAC(policy, SACConfig(critic_hidden=(8,)))
+    tensors = [*sac.critic.parameters(), *sac.target_critic.parameters(), sac.log_alpha]
+    assert {t.device for t in tensors} == {torch.device("meta")}
+
+
+class PulledSAC(SAC):
+    """SAC with an actor regulariser (like SAC-Flow's BC term) pulling the deterministic action to 0.5."""
+
+    def actor_regulariser(self, batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float], dict[str, float]]:
+        mean, _ = self.policy.dist_params(batch.obs)
+        pull = (torch.tanh(mean) - 0.5).pow(2).mean()
+        return 10.0 * pull, {"pull": float(pull.detach())}, {"pulled": 1.0}
+
+
+def test_an_actor_regulariser_is_minimised_with_the_actor_loss_and_reported() -> None:
+    policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(32, 32), seed=1))
+    sac = PulledSAC(policy, SACConfig(critic_hidden=(32, 32), critic_lr=0.0, temperature_lr=0.0, actor_lr=1e-2))
+    batch = to_torch(fixed_batch(16), policy)
+    losses, info = sac.actor_step(batch)
+    first = losses["pull"]
+    assert info["pulled"] == 1.0 and {"actor", "temperature"} <= set(losses)
+    for _ in range(20):
+        losses, _ = sac.actor_step(batch)
+    assert losses["pull"] < 0.5 * first

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from rosbags.typesys.base import Nodetype  # type: ignore[attr-defined]
 
 from user.interfaces import DecodeError, EncodeError, UnknownTypeError, default_codec
-from user.interfaces.codec import normalize_typename
+from user.interfaces.codec import Codec, normalize_typename
 from user.interfaces.convert import MessageDataError, from_data, to_data
 from user.interfaces.domain import EncodedImage, Observation, observation_from_msg, observation_to_msg
 from user.interfaces.idl import read_interfaces
@@ -147,3 +148,187 @@ def test_image_codec_errors() -> None:
         encode_jpeg(np.zeros((4, 4), np.float32))
     with pytest.raises(ImageCodecError, match="cannot decode"):
         decode_image(b"not an image")
+
+
+# ---- round trips of every interface, typed errors, names ----------------------------------------------
+
+STANDARD_TYPES_USED = [
+    "builtin_interfaces/msg/Time",
+    "geometry_msgs/msg/Point",
+    "geometry_msgs/msg/Pose",
+    "geometry_msgs/msg/PoseStamped",
+    "geometry_msgs/msg/Quaternion",
+    "geometry_msgs/msg/WrenchStamped",
+    "sensor_msgs/msg/CompressedImage",
+    "sensor_msgs/msg/Image",
+    "sensor_msgs/msg/JointState",
+    "std_msgs/msg/Bool",
+    "std_msgs/msg/Header",
+    "std_msgs/msg/String",
+    "diagnostic_msgs/msg/KeyValue",
+]
+
+
+def _own_types() -> list[str]:
+    names: list[str] = []
+    for item in read_interfaces():
+        names += [item.typename] if item.kind == "msg" else [f"{item.typename}_Request", f"{item.typename}_Response"]
+    return names
+
+
+def _sample(typename: str) -> dict[str, object]:
+    """Plain data for `typename` with every field set to a value other than its default."""
+
+    def value(desc: tuple[object, object]) -> object:
+        kind, detail = desc
+        if kind == Nodetype.BASE:
+            base = detail[0]  # type: ignore[index]
+            if base in ("string", "wstring"):
+                return "x\u00e9y"
+            if base == "bool":
+                return True
+            return 1.5 if str(base).startswith("float") else 7
+        if kind == Nodetype.NAME:
+            return _sample(str(detail))
+        sub, length = detail  # type: ignore[misc]
+        return [value(sub) for _ in range(length or 2)]
+
+    _, fields = CODEC.typestore.fielddefs[typename]
+    return {name: value(desc) for name, desc in fields}
+
+
+@pytest.mark.parametrize("typename", _own_types() + STANDARD_TYPES_USED)
+def test_every_interface_round_trips_with_every_field_set(typename: str) -> None:
+    data = _sample(typename)
+    raw = CODEC.encode(from_data(typename, data, CODEC))
+    assert raw[:4] == b"\x00\x01\x00\x00"  # little-endian CDR, as ROS 2 sends
+    msg = CODEC.decode(raw, typename)
+    assert msg.__msgtype__ == typename
+    assert to_data(msg, CODEC) == data
+
+
+def test_big_endian_cdr_is_decoded_too() -> None:
+    msg = CODEC.decode(b"\x00\x00\x00\x00\x00\x00\x00\x03hi\x00", "std_msgs/String")
+    assert msg.data == "hi"
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"", "payload of 0 bytes is shorter than the CDR header"),
+        (b"\x00\x01\x00", "payload of 3 bytes is shorter than the CDR header"),
+        (b"\x00\x02\x00\x00\x03\x00\x00\x00hi\x00", "unknown CDR encapsulation 0002"),
+        (b"\x01\x00\x00\x00\x03\x00\x00\x00hi\x00", "unknown CDR encapsulation 0100"),
+    ],
+)
+def test_a_malformed_payload_names_the_type_and_what_was_wrong(payload: bytes, reason: str) -> None:
+    with pytest.raises(DecodeError) as err:
+        CODEC.decode(payload, "std_msgs/String")
+    assert err.value.typename == "std_msgs/msg/String" and err.value.reason == reason
+    assert str(err.value) == f"cannot decode std_msgs/msg/String: {reason}"
+
+
+def test_a_header_without_a_body_is_reported_as_a_short_body_not_a_missing_header() -> None:
+    req = CODEC.decode(b"\x00\x01\x00\x00\x00", "user/srv/BufferStats_Request")
+    assert req.__msgtype__ == "user/srv/BufferStats_Request"
+    with pytest.raises(DecodeError) as err:
+        CODEC.decode(b"\x00\x01\x00\x00", "user/srv/BufferStats_Request")  # the header, but not its one byte
+    assert err.value.typename == "user/srv/BufferStats_Request"
+    assert "shorter than the CDR header" not in err.value.reason and "BufferStats_Request" in err.value.reason
+
+
+def test_the_decoders_own_explanation_is_passed_on() -> None:
+    with pytest.raises(DecodeError) as err:
+        CODEC.decode(b"\x00\x01\x00\x00" + b"\xff" * 8, "std_msgs/Bool")  # seven bytes too many
+    assert err.value.reason == "CDR message size mismatch for 'std_msgs/msg/Bool'."
+
+
+class _SilentStore:
+    """A typestore whose decoder fails without a message."""
+
+    types = CODEC.typestore.types
+
+    def deserialize_cdr(self, raw: bytes, typename: str) -> object:
+        raise IndexError
+
+
+def test_a_decoder_failure_without_a_message_is_named_by_its_kind() -> None:
+    codec = Codec(_SilentStore())  # type: ignore[arg-type]
+    with pytest.raises(DecodeError) as err:
+        codec.decode(b"\x00\x01\x00\x00\x00", "std_msgs/String")
+    assert err.value.reason == "IndexError"
+    assert str(err.value) == "cannot decode std_msgs/msg/String: IndexError"
+
+
+def test_decode_accepts_bytearray_and_memoryview() -> None:
+    raw = CODEC.encode(CODEC.msg_class("std_msgs/String")(data="hi"))
+    assert CODEC.decode(bytearray(raw), "std_msgs/String").data == "hi"
+    assert CODEC.decode(memoryview(raw), "std_msgs/String").data == "hi"
+    with pytest.raises(DecodeError, match="shorter than the CDR header"):
+        CODEC.decode(memoryview(raw)[:3], "std_msgs/String")
+
+
+def test_a_truncated_payload_names_the_type_and_the_cause() -> None:
+    raw = CODEC.encode(from_data("user/msg/WeightChunk", {"data": list(range(40))}, CODEC))
+    with pytest.raises(DecodeError) as err:
+        CODEC.decode(raw[:-10], "user/WeightChunk")
+    assert err.value.typename == "user/msg/WeightChunk"
+    assert str(err.value).startswith("cannot decode user/msg/WeightChunk: ") and err.value.reason
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [
+        ("user/WeightChunk", "user/msg/WeightChunk"),
+        ("user::msg::Observation", "user/msg/Observation"),
+        ("/geometry_msgs/msg/Pose/", "geometry_msgs/msg/Pose"),
+        ("user/srv/Reset_Request", "user/srv/Reset_Request"),
+    ],
+)
+def test_short_and_ros_style_names_resolve_to_the_canonical_name(name: str, canonical: str) -> None:
+    assert CODEC.resolve(name) == canonical
+    assert CODEC.has_type(name)
+    assert CODEC.msg_class(name).__msgtype__ == canonical
+
+
+@pytest.mark.parametrize("name", ["user/Nope", "nope/msg/X", "Observation", ""])
+def test_unknown_names_raise_unknown_type_error_with_the_name_given(name: str) -> None:
+    assert not CODEC.has_type(name)
+    with pytest.raises(UnknownTypeError) as err:
+        CODEC.resolve(name)
+    assert str(err.value) == f"unknown message type {name!r}"
+    with pytest.raises(UnknownTypeError):
+        CODEC.msg_class(name)
+    with pytest.raises(UnknownTypeError):
+        CODEC.decode(b"\x00\x01\x00\x00", name)
+    assert str(UnknownTypeError()) == "unknown message type"
+
+
+def test_encode_uses_the_message_type_unless_told_otherwise() -> None:
+    header = CODEC.msg_class("std_msgs/Header")
+    stamp = CODEC.msg_class("builtin_interfaces/Time")(sec=1, nanosec=2)
+    msg = header(stamp=stamp, frame_id="base")
+    raw = CODEC.encode(msg)
+    assert CODEC.encode(msg, "std_msgs/Header") == raw
+    assert CODEC.decode(raw, "std_msgs/msg/Header").frame_id == "base"
+    with pytest.raises(EncodeError, match="cannot encode std_msgs/msg/String: "):
+        CODEC.encode(msg, "std_msgs/String")  # a Header is no String
+
+
+def test_type_names_list_every_registered_type_sorted() -> None:
+    names = CODEC.type_names()
+    assert names == sorted(names)
+    assert set(_own_types() + STANDARD_TYPES_USED) <= set(names)
+    assert all(CODEC.has_type(n) for n in names)
+
+
+def test_definition_is_the_full_ros2msg_text_with_dependencies() -> None:
+    text = CODEC.definition("user/WeightChunk")
+    assert text.startswith("std_msgs/Header header\nstring policy_id\n")
+    assert "MSG: std_msgs/Header" in text and "MSG: builtin_interfaces/Time" in text
+    with pytest.raises(UnknownTypeError):
+        CODEC.definition("user/Nope")
+
+
+def test_default_codec_is_one_per_process() -> None:
+    assert default_codec() is default_codec()

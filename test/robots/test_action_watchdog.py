@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from user.robots.watchdog import ActionWatchdog
+from user.robots.watchdog import ActionWatchdog, drive_once
 
 
 class FakeClock:
@@ -80,3 +80,85 @@ def test_for_control_rate_uses_one_period() -> None:
     assert ActionWatchdog.for_control_rate(20.0).deadline_s == pytest.approx(0.05)
     with pytest.raises(ValueError, match="control rate"):
         ActionWatchdog.for_control_rate(0.0)
+
+
+def test_an_explicit_now_is_used_for_the_age_and_the_reason() -> None:
+    clock = FakeClock()
+    wd = ActionWatchdog(0.1, clock=clock)
+    wd.feed(np.ones(2))
+    assert wd.age(now=clock.t + 0.5) == pytest.approx(0.5)
+    assert wd.stale_reason(now=clock.t + 0.5) == "no fresh action for 500 ms (deadline 100 ms)"
+    assert wd.age(now=clock.t - 1.0) == 0.0  # an earlier `now` is no negative age
+
+
+def test_the_stale_reason_reports_long_stalls_in_milliseconds() -> None:
+    clock = FakeClock()
+    wd = ActionWatchdog(2.0, clock=clock)
+    wd.feed(np.ones(2))
+    clock.t += 12.5
+    assert wd.stale_reason() == "no fresh action for 12500 ms (deadline 2000 ms)"
+
+
+def test_of_two_actions_with_the_same_stamp_the_later_one_wins() -> None:
+    clock = FakeClock()  # a coarse clock: both arrive at the same reading
+    wd = ActionWatchdog(0.1, clock=clock)
+    wd.feed(np.full(2, 1.0))
+    wd.feed(np.full(2, 2.0))
+    latest = wd.latest()
+    assert latest is not None and latest[0] == 2.0
+
+
+def test_after_clear_the_watchdog_is_as_new_and_accepts_any_later_action() -> None:
+    clock = FakeClock()
+    wd = ActionWatchdog(0.1, clock=clock)
+    wd.feed(np.ones(2))
+    wd.clear()
+    assert wd.age() is None and wd.stale_reason() == "no action received yet"
+    wd.feed(np.full(2, 4.0), received_at=clock.t - 0.05)  # older than the forgotten action: still taken
+    latest = wd.latest()
+    assert latest is not None and latest[0] == 4.0
+    assert wd.age() == pytest.approx(0.05)
+
+
+def test_for_control_rate_uses_the_given_clock_and_allows_slow_rates() -> None:
+    clock = FakeClock()
+    wd = ActionWatchdog.for_control_rate(0.5, clock=clock)  # below 1 Hz: a 2 s deadline
+    assert wd.deadline_s == pytest.approx(2.0)
+    wd.feed(np.ones(2))
+    clock.t += 2.0
+    assert wd.latest() is not None
+    clock.t += 0.01
+    assert wd.latest() is None  # stale on the given clock, not the system's
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="control rate"):
+            ActionWatchdog.for_control_rate(bad)
+
+
+class RecordingRobot:
+    """The two calls `drive_once` makes on a robot."""
+
+    def __init__(self) -> None:
+        self.steps: list[np.ndarray] = []
+        self.holds: list[str] = []
+
+    def step(self, action: np.ndarray) -> str:
+        self.steps.append(action)
+        return "stepped"
+
+    def hold(self, reason: str) -> str:
+        self.holds.append(reason)
+        return "held"
+
+
+def test_drive_once_steps_with_a_fresh_action_and_holds_on_a_stale_one() -> None:
+    clock = FakeClock()
+    wd = ActionWatchdog(0.1, clock=clock)
+    robot = RecordingRobot()
+    assert drive_once(robot, wd) == "held"  # type: ignore[arg-type]
+    assert robot.holds == ["no action received yet"] and robot.steps == []
+    wd.feed(np.full(7, 0.5))
+    assert drive_once(robot, wd) == "stepped"  # type: ignore[arg-type]
+    np.testing.assert_array_equal(robot.steps[0], np.full(7, 0.5))
+    assert drive_once(robot, wd, now=clock.t + 0.3) == "held"  # type: ignore[arg-type]
+    assert robot.holds[-1] == "no fresh action for 300 ms (deadline 100 ms)"
+    assert len(robot.steps) == 1

@@ -10,7 +10,7 @@ import pytest
 
 from user.config.strict import ConfigError, from_mapping
 from user.robots import rotations as rot
-from user.robots.safety import ACTION_NAMES, SafetyConfig, SafetyError, SafetyFilter, check_action
+from user.robots.safety import ACTION_NAMES, SafetyConfig, SafetyError, SafetyFilter, check_action, clip_unit
 
 DOWN = rot.from_euler(math.pi, 0.0, 0.0)
 START = np.concatenate([[0.5, 0.0, 0.3], DOWN])
@@ -245,3 +245,138 @@ def test_check_action_accepts_float_arrays_of_the_right_shape() -> None:
 def test_an_impossible_current_target_is_a_driver_bug(pose: np.ndarray) -> None:
     with pytest.raises(SafetyError, match="current target pose"):
         make_filter().filter(pose, action(), 0.0)
+
+
+# ---- limits at and just over their boundaries -------------------------------------------------------------
+
+
+def config_error(**fields: Any) -> str:
+    with pytest.raises(ConfigError) as info:
+        SafetyConfig(**fields)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "bad", "bounds"),
+    [
+        ("max_translation_per_step_m", 0.2501, "[1e-06, 0.25]"),
+        ("max_translation_per_step_m", 0.0, "[1e-06, 0.25]"),
+        ("max_rotation_per_step_rad", 1.01, "[1e-06, 1.0]"),
+        ("gripper_min", 1.01, "[0.0, 1.0]"),
+        ("gripper_min", -0.01, "[0.0, 1.0]"),
+        ("gripper_max", 1.01, "[0.0, 1.0]"),
+        ("gripper_max", float("inf"), "[0.0, 1.0]"),
+    ],
+)
+def test_a_limit_just_outside_its_range_is_refused_naming_the_field(field: str, bad: float, bounds: str) -> None:
+    assert config_error(**{field: bad}) == f"{field} {bad!r} is outside {bounds}"
+
+
+def test_limits_at_the_ends_of_their_ranges_are_accepted() -> None:
+    cfg = SafetyConfig(max_translation_per_step_m=0.25, max_rotation_per_step_rad=1.0, gripper_min=1.0, gripper_max=1.0)
+    assert cfg.gripper_min == cfg.gripper_max == 1.0  # a fixed gripper opening: min == max is allowed
+    SafetyConfig(max_translation_per_step_m=1e-6, max_rotation_per_step_rad=1e-6, gripper_min=0.0, gripper_max=0.0)
+    SafetyConfig(nominal_orientation=(0.0, 0.0, 0.0, 1.0), max_orientation_deviation_rad=math.pi)
+    SafetyConfig(nominal_orientation=(0.0, 0.0, 0.0, 1.0), max_orientation_deviation_rad=0.0)
+
+
+@pytest.mark.parametrize("deviation", [math.pi + 0.01, -0.01, float("nan")])
+def test_an_orientation_deviation_outside_zero_to_pi_is_refused(deviation: float) -> None:
+    message = config_error(nominal_orientation=(0.0, 0.0, 0.0, 1.0), max_orientation_deviation_rad=deviation)
+    assert message == f"max_orientation_deviation_rad {deviation!r} is outside [0.0, {math.pi}]"
+
+
+def test_orientation_limit_without_a_nominal_orientation_is_refused() -> None:
+    message = config_error(max_orientation_deviation_rad=0.3)
+    assert message == "nominal_orientation and max_orientation_deviation_rad go together: set both or neither"
+
+
+@pytest.mark.parametrize("corner", ["workspace_min", "workspace_max"])
+@pytest.mark.parametrize("value", [(0.5, float("nan"), 0.3), (0.5, 0.0, float("inf")), (0.5, 0.0)])
+def test_a_workspace_corner_must_be_three_finite_numbers(corner: str, value: tuple[float, ...]) -> None:
+    message = config_error(**{corner: value})
+    assert message == f"{corner} must be three finite numbers (x, y, z in m), got {value!r}"
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_a_workspace_without_width_on_an_axis_is_refused(axis: int) -> None:
+    lo = [0.25, -0.35, 0.02]
+    hi = [v + 0.1 for v in lo]
+    hi[axis] = lo[axis]
+    message = config_error(workspace_min=tuple(lo), workspace_max=tuple(hi))
+    assert message.startswith(f"workspace {'xyz'[axis]}: workspace_min {lo[axis]} must be below workspace_max")
+
+
+def test_in_workspace_includes_the_faces_of_the_box_and_nothing_beyond() -> None:
+    f = make_filter(workspace_min=(0.25, -0.25, 0.0), workspace_max=(0.75, 0.25, 0.5))
+    assert f.in_workspace(START)
+    for axis, (lo, hi) in enumerate([(0.25, 0.75), (-0.25, 0.25), (0.0, 0.5)]):
+        for value, inside in [(lo, True), (hi, True), (lo - 1e-9, False), (hi + 1e-9, False)]:
+            pose = START.copy()
+            pose[axis] = value
+            assert f.in_workspace(pose) is inside, (axis, value)
+
+
+def test_an_action_reaching_exactly_the_box_face_is_not_clipped() -> None:
+    f = make_filter(workspace_max=(0.5 + STEP_M / 2, 0.35, 0.55))
+    at_face = f.filter(START, action(0.5), 0.0)
+    assert at_face.target_pose[0] == pytest.approx(0.51) and f.in_workspace(at_face.target_pose)
+    over = f.filter(START, action(0.51), 0.0)
+    assert over.clipped and over.target_pose[0] == pytest.approx(0.51)
+
+
+def test_the_applied_action_is_float32_whether_moved_clipped_or_held() -> None:
+    f = make_filter()
+    for a in (action(0.5), action(3.0), action(float("nan"))):
+        cmd = f.filter(START, a, 0.0)
+        assert cmd.applied.dtype == np.float32 and cmd.applied.shape == (7,)
+    assert f.hold(START, 0.2, "watchdog").applied.dtype == np.float32
+
+
+def test_hold_keeps_the_target_and_gripper_and_says_why() -> None:
+    cmd = make_filter().hold(START, 0.25, "no fresh action")
+    assert cmd.held and not cmd.clipped and cmd.reasons == ("no fresh action",)
+    np.testing.assert_array_equal(cmd.target_pose, START)
+    assert cmd.gripper == 0.25
+
+
+def test_a_non_finite_position_in_the_current_target_is_a_driver_bug() -> None:
+    pose = START.copy()
+    pose[1] = np.nan
+    with pytest.raises(SafetyError, match="is not 7 finite numbers"):
+        make_filter().filter(pose, action(), 0.0)
+    with pytest.raises(SafetyError, match="is not 7 finite numbers"):
+        make_filter().hold(START[:6], 0.0, "hold")  # six finite numbers are no pose
+
+
+def test_non_finite_values_are_named_by_component_or_index() -> None:
+    bad = np.array([np.nan, np.inf, 0.0], np.float64)
+    assert check_action(bad, (3,), ("a",)) == "non-finite values (a=nan, 1=inf)"
+    assert check_action(bad, (3,)) == "non-finite values (0=nan, 1=inf)"
+
+
+def test_clip_reasons_name_the_component_or_its_index() -> None:
+    clipped, reasons = clip_unit(np.array([2.0, -3.0, 0.5]), ("a",))
+    np.testing.assert_array_equal(clipped, [1.0, -1.0, 0.5])
+    assert reasons == ["a +2 is outside [-1, 1], clipped", "1 -3 is outside [-1, 1], clipped"]
+
+
+def test_a_target_resting_on_the_orientation_limit_is_not_clipped_by_a_zero_action() -> None:
+    f = make_filter(nominal_orientation=tuple(DOWN), max_orientation_deviation_rad=0.2)
+    on_limit = START.copy()
+    on_limit[3:] = rot.apply_rotvec(DOWN, [0.2, 0.0, 0.0])
+    cmd = f.filter(on_limit, action(), 0.0)
+    assert not cmd.clipped and cmd.reasons == ()
+    np.testing.assert_allclose(cmd.target_pose, on_limit, atol=1e-12)
+
+
+def test_sliding_along_the_orientation_limit_keeps_the_per_axis_rate_limit() -> None:
+    f = make_filter(nominal_orientation=tuple(DOWN), max_orientation_deviation_rad=0.2)
+    on_limit = START.copy()
+    on_limit[3:] = rot.apply_rotvec(DOWN, [0.2 / math.sqrt(2), 0.2 / math.sqrt(2), 0.0])
+    cmd = f.filter(on_limit, action(0, 0, 0, 1.0, -1.0), 0.0)  # diagonal, along the edge of the allowed cone
+    step = rot.to_rotvec(rot.multiply(cmd.target_pose[3:], rot.conjugate(on_limit[3:])))
+    assert np.max(np.abs(step)) == pytest.approx(STEP_RAD)  # the projection back onto the cone is rate limited
+    assert rot.angle_between(cmd.target_pose[3:], DOWN) <= 0.2 + 1e-9
+    np.testing.assert_allclose(cmd.applied[3:6], step / STEP_RAD, atol=1e-6)
+    assert cmd.clipped and "from nominal exceeds the limit" in cmd.reasons[0]

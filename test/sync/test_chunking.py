@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import sys
 
 import pytest
 import torch
 
 from user.interfaces.codec import default_codec
 from user.policies import FlatWeights, MLPPolicy, MLPPolicyConfig
+from user.policies.base import WeightSpec
 from user.sync.chunking import (
     Assembler,
     Chunk,
@@ -18,6 +20,7 @@ from user.sync.chunking import (
     decode_payload,
     encode_payload,
     join_payload,
+    payload_size,
     split_weights,
 )
 from user.sync.errors import ChecksumError, ChunkError, PayloadError
@@ -82,7 +85,7 @@ def test_crc_corruption_is_rejected_and_never_yielded() -> None:
     with pytest.raises(ChecksumError) as info:
         for chunk in chunks:
             assert assembler.add(chunk) is None
-    assert (info.value.policy_id, info.value.version) == ("arm", 3)
+    assert (info.value.policy_id, info.value.version, info.value.index) == ("arm", 3, len(chunks) - 1)
     assert "arm" in str(info.value) and "version 3" in str(info.value)
     assert assembler.completed_version == -1 and assembler.pending_version is None
 
@@ -103,25 +106,29 @@ def test_inconsistent_chunk_is_rejected_with_its_index(change: dict[str, object]
     with pytest.raises(ChunkError, match=reason) as info:
         assembler.add(dataclasses.replace(chunks[1], **change))  # type: ignore[arg-type]
     assert info.value.index == change.get("index", 1)
-    assert info.value.version == 3
+    assert info.value.version == 3 and info.value.policy_id == "arm"
 
 
 def test_truncated_version_is_rejected() -> None:
     chunks = split_weights(_weights(), "arm", chunk_size=64)
+    total = chunks[0].total_bytes
     chunks[-1] = dataclasses.replace(chunks[-1], data=chunks[-1].data[:-3])
-    with pytest.raises(ChunkError, match="truncated"):
+    with pytest.raises(ChunkError) as info:
         join_payload(chunks)
+    assert (info.value.policy_id, info.value.version, info.value.index) == ("arm", 3, len(chunks) - 1)
+    assert info.value.reason == f"truncated: {total - 3} of {total} bytes"
 
 
 def test_duplicate_index_with_other_bytes_is_rejected() -> None:
     chunks = split_weights(_weights(), "arm", chunk_size=64)
     assembler = Assembler("arm")
     assembler.add(chunks[0])
-    with pytest.raises(ChunkError, match="duplicate"):
+    with pytest.raises(ChunkError) as info:
         assembler.add(dataclasses.replace(chunks[0], data=bytes(len(chunks[0].data))))
+    assert info.value.reason == "a duplicate with different bytes arrived" and info.value.index == 0
 
 
-def test_newer_version_supersedes_an_incomplete_older_one() -> None:
+def test_newer_version_supersedes_an_incomplete_older_one(caplog: pytest.LogCaptureFixture) -> None:
     old = split_weights(_weights(version=4, seed=1), "arm", chunk_size=64)
     new = split_weights(_weights(version=5, seed=2), "arm", chunk_size=64)
     assembler = Assembler("arm")
@@ -131,6 +138,8 @@ def test_newer_version_supersedes_an_incomplete_older_one() -> None:
     for chunk in new[:3]:
         result = assembler.add(chunk)
     assert assembler.pending_version == 5 and assembler.dropped_versions == 1
+    dropped = f"policy 'arm': version 4 superseded by 5 with {len(old) - 1}/{len(old)} chunks received; dropped"
+    assert dropped in caplog.messages
     assert assembler.add(old[-1]) is None  # the older version's last chunk arrives too late
     for chunk in new[3:]:
         result = assembler.add(chunk) or result
@@ -159,3 +168,158 @@ def test_single_chunk_default_size() -> None:
     chunks = split_weights(_weights(), "arm")
     assert len(chunks) == 1 and isinstance(chunks[0], Chunk)
     assert join_payload(chunks).version == 3
+
+
+# ---- boundaries: chunk sizes, incomplete sets, versions, short payloads ------------------------------------
+
+
+def test_round_trip_at_chunk_size_one() -> None:
+    weights = _weights()
+    chunks = split_weights(weights, "arm", chunk_size=1)
+    size = chunks[0].total_bytes
+    assert len(chunks) == size and all(len(c.data) == 1 for c in chunks)
+    assert [c.index for c in chunks] == list(range(size))
+    assert torch.equal(join_payload(chunks).data, weights.data)
+
+
+@pytest.mark.parametrize(("delta", "count"), [(-1, 2), (0, 1), (1, 1)])
+def test_round_trip_at_chunk_sizes_around_the_payload_length(delta: int, count: int) -> None:
+    weights = _weights()
+    size = len(encode_payload(weights)[0])
+    chunks = split_weights(weights, "arm", chunk_size=size + delta)
+    assert len(chunks) == count and {c.count for c in chunks} == {count}
+    assert [len(c.data) for c in chunks] == ([size - 1, 1] if count == 2 else [size])
+    assert torch.equal(join_payload(chunks).data, weights.data)
+
+
+@pytest.mark.parametrize("chunk_size", [0, -5])
+def test_a_chunk_size_below_one_byte_is_refused(chunk_size: int) -> None:
+    with pytest.raises(ValueError, match=f"chunk_size must be at least 1 byte, got {chunk_size}"):
+        split_weights(_weights(), "arm", chunk_size=chunk_size)
+
+
+def test_version_minus_one_is_refused_and_version_zero_is_sent() -> None:
+    with pytest.raises(ValueError, match="weight versions are non-negative, got -1"):
+        split_weights(_weights(version=-1), "arm")
+    assert join_payload(split_weights(_weights(version=0), "arm")).version == 0
+
+
+def test_an_incomplete_chunk_set_is_refused_naming_what_is_missing() -> None:
+    chunks = split_weights(_weights(), "arm", chunk_size=64)
+    for given in (chunks[:-1], chunks[:1]):
+        with pytest.raises(ChunkError) as info:
+            join_payload(given)
+        assert (info.value.policy_id, info.value.version) == ("arm", 3)
+        assert str(info.value) == f"weights of policy 'arm' version 3 chunk {len(given)}: chunks are missing"
+    with pytest.raises(PayloadError, match="^no chunks to join$"):
+        join_payload([])
+
+
+def test_chunks_in_any_order_join_but_relabelled_parts_fail_the_checksum() -> None:
+    weights = _weights()
+    chunks = split_weights(weights, "arm", chunk_size=64)
+    assert torch.equal(join_payload(chunks[::-1]).data, weights.data)
+    swapped = [dataclasses.replace(chunks[0], index=1), dataclasses.replace(chunks[1], index=0), *chunks[2:]]
+    with pytest.raises(ChecksumError, match="CRC-32 0x[0-9a-f]{8} does not match 0x[0-9a-f]{8}"):
+        join_payload(swapped)
+
+
+def test_a_payload_shorter_than_its_prefix_is_refused() -> None:
+    payload, name = encode_payload(_weights())
+    for cut in (0, 4, 7):
+        with pytest.raises(PayloadError, match=f"version 5: payload of {cut} bytes is shorter than its prefix"):
+            decode_payload(payload[:cut], name, 5)
+
+
+def test_a_payload_cut_inside_its_header_is_refused() -> None:
+    payload, name = encode_payload(_weights())
+    with pytest.raises(PayloadError, match="version 5: bad payload header"):
+        decode_payload(payload[:20], name, 5)
+
+
+def test_a_header_length_of_zero_is_a_bad_header_not_a_short_payload() -> None:
+    with pytest.raises(PayloadError, match="^version 5: bad payload header: "):
+        decode_payload(b"UWF1\x00\x00\x00\x00", "float32", 5)  # exactly the prefix, no header
+
+
+def test_every_version_after_another_drops_the_unfinished_one_and_counts_it() -> None:
+    assembler = Assembler("arm")
+    for version in (1, 2, 3):
+        assembler.add(split_weights(_weights(version=version), "arm", chunk_size=64)[0])
+    assert assembler.dropped_versions == 2 and assembler.pending_version == 3
+
+
+@pytest.mark.parametrize("index", [-1, 3])
+def test_an_index_outside_zero_to_count_is_rejected(index: int) -> None:
+    chunk = dataclasses.replace(split_weights(_weights(), "arm", chunk_size=64)[0], count=3, index=index)
+    with pytest.raises(ChunkError, match=f"index {index} out of range for count 3"):
+        Assembler("arm").add(chunk)
+
+
+@pytest.mark.parametrize(("count", "total_bytes"), [(2, 1), (11, 10)])
+def test_a_version_cannot_have_more_chunks_than_bytes(count: int, total_bytes: int) -> None:
+    chunk = Chunk("arm", 1, 0, count, total_bytes, 0, "float32", b"x")
+    with pytest.raises(ChunkError) as info:
+        Assembler("arm").add(chunk)
+    assert info.value.reason == f"count {count} exceeds the version's {total_bytes} bytes"
+    assert (info.value.policy_id, info.value.version, info.value.index) == ("arm", 1, 0)
+
+
+def test_parts_adding_up_to_more_than_the_version_are_rejected() -> None:
+    assembler = Assembler("arm")
+    parts = [Chunk("arm", 1, i, 3, 10, 0, "float32", b"12345") for i in range(3)]
+    assert assembler.add(parts[0]) is None and assembler.add(parts[1]) is None
+    with pytest.raises(ChunkError) as info:
+        assembler.add(parts[2])
+    assert info.value.reason == "parts add up to more than the version's 10 bytes"
+    assert (info.value.policy_id, info.value.index) == ("arm", 2)
+
+
+def test_a_chunk_message_holding_a_plain_list_gives_those_bytes() -> None:
+    codec = default_codec()
+    chunk = split_weights(_weights(), "arm", chunk_size=64)[0]
+    msg = chunk_to_msg(chunk, codec, 1_700_000_000_123_456_789)
+    assert msg.header.frame_id == "" and (msg.header.stamp.sec, msg.header.stamp.nanosec) == (1_700_000_000, 123456789)
+    msg.data = [1, 2, 255]  # e.g. a hand-built message
+    assert chunk_from_msg(msg).data == b"\x01\x02\xff"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_payload_size_is_known_before_any_weights_exist(dtype: torch.dtype) -> None:
+    weights = _weights(dtype=dtype)
+    assert payload_size(weights.spec, dtype) == len(encode_payload(weights)[0])
+
+
+def test_an_unsupported_dtype_is_refused_naming_the_supported_ones() -> None:
+    weights = FlatWeights(torch.zeros(4, dtype=torch.int32), WeightSpec(("w",), ((4,),)), 1)
+    with pytest.raises(PayloadError) as info:
+        split_weights(weights, "arm")
+    assert str(info.value) == (
+        "weights of dtype torch.int32 cannot be sent; use one of ['bfloat16', 'float16', 'float32', 'float64']"
+    )
+
+
+def test_flat_weights_that_do_not_match_their_spec_are_refused() -> None:
+    weights = FlatWeights(torch.zeros(3), WeightSpec(("w",), ((4,),)), 1)
+    with pytest.raises(PayloadError, match="^flat weights hold 3 values, their spec says 4$"):
+        encode_payload(weights)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_weights_without_values_round_trip(dtype: torch.dtype) -> None:
+    empty = FlatWeights(torch.zeros(0, dtype=dtype), WeightSpec(("w",), ((0, 3),)), 2)
+    got = join_payload(split_weights(empty, "arm"))
+    assert got.data.shape == (0,) and got.data.dtype == dtype and got.spec == empty.spec and got.version == 2
+
+
+def test_a_big_endian_host_refuses_to_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "byteorder", "big")
+    with pytest.raises(PayloadError, match="^weight payloads are little-endian; this host is big-endian$"):
+        split_weights(_weights(), "arm")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_weights_on_an_accelerator_are_sent_from_host_memory() -> None:
+    weights = _weights()
+    on_gpu = FlatWeights(weights.data.to("cuda"), weights.spec, weights.version)
+    assert torch.equal(join_payload(split_weights(on_gpu, "arm", chunk_size=64)).data, weights.data)

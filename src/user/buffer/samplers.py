@@ -171,7 +171,7 @@ class StalenessSampler(Sampler):
         self._update(view)
         current = self.policy_version if self.policy_version is not None else max(self._by_version, default=0)
         versions, weights = [], []
-        for v, members in self._by_version.items():
+        for v, members in sorted(self._by_version.items()):  # by version, not arrival: resumes draw the same
             staleness = max(0, current - v)
             if self.max_staleness >= 0 and staleness > self.max_staleness:
                 continue
