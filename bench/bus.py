@@ -394,7 +394,7 @@ def run_bus_benchmark(plan: Plan) -> BusResults:
 def run_ros_benchmark(plan: Plan) -> BusResults:
     """Section 3: RosBus against raw rclpy, the same structure as `run_bus_benchmark`."""
     import bus_ros
-    from user.bus.ros_bus import RosRuntime
+    from user.bus.ros_runtime import RosRuntime
 
     with contextlib.ExitStack() as stack:
         conn = stack.enter_context(peer_process(bus_ros.peer_main))

@@ -47,7 +47,7 @@ class RawRos:
         from rosidl_runtime_py.utilities import get_message
 
         from user.bus.base import RELIABLE
-        from user.bus.ros_bus import ros_qos
+        from user.bus.ros_types import ros_qos
 
         self.msg_type = get_message(TYPENAME)
         self.qos = ros_qos(RELIABLE)
@@ -80,7 +80,7 @@ class RawRos:
 
 def peer_main(conn: Any) -> None:
     """Child process: throughput sinks and ping echoes, raw rclpy and RosBus, until told to quit."""
-    from user.bus.ros_bus import RosRuntime
+    from user.bus.ros_runtime import RosRuntime
 
     raw = RawRos("bench_peer_raw")
     runtime = RosRuntime("bench_peer_bus")

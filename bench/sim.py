@@ -32,8 +32,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco is imported
 
 import numpy as np
 
-from user.robots.sim.cameras import CameraConfig
-from user.robots.sim.robot import SimFrankaRobot, SimRobotConfig
+from user.sim.cameras import CameraConfig
+from user.sim.robot import SimFrankaRobot, SimRobotConfig
 
 RATE_HZ = 10.0
 STEPS_TARGET = 200.0  # fast mode, no cameras, steps/s at least

@@ -162,7 +162,7 @@ def _bus_factory(runtime: str, request: pytest.FixtureRequest) -> Iterator[Calla
             closers.append(bus.close)
             return bus
     else:
-        from user.bus.ros_bus import RosRuntime
+        from user.bus.ros_runtime import RosRuntime
 
         def make(name: str = "test", parameters: dict[str, Any] | None = None, spec: type | None = None) -> Bus:
             rt = RosRuntime(name, ros_overrides(parameters or {}, spec))

@@ -11,8 +11,8 @@ from test.algorithms.ring import RingBuffer
 from user.policies.base import PolicyInput
 from user.robots.base import ArmState
 from user.robots.safety import SafetyConfig
-from user.robots.sim.cameras import CameraConfig
-from user.robots.sim.robot import SimFrankaRobot, SimRobotConfig
+from user.sim.cameras import CameraConfig
+from user.sim.robot import SimFrankaRobot, SimRobotConfig
 from user.tasks.base import TOOL_DOWN, Task, TaskState
 
 STATE_DIM = 17  # what the pipeline observes: arm.vector() (14) + the task's extras (tool_to_hole x50, 3)

@@ -310,3 +310,19 @@ def test_verify_decodes_every_transition_by_default(tmp_path: Path) -> None:
         report = ro.verify()
         assert not report.ok and any("transition 1: cannot decode" in p for p in report.problems)
         assert ro.verify(decode=False).ok  # the quick check only looks at the files' structure
+
+
+def test_resume_continues_the_saved_draws_with_this_runs_limits(tmp_path: Path) -> None:
+    """A learner restarted with other limiter settings: sampler and sample count as saved, every transition
+    on disk (also those stored after the save) counted as inserted, the new ratio and minimum in force."""
+    with ReplayBuffer.open(tmp_path, _config(spi=2.0, min_size=1, error_buffer=64.0)) as buf:
+        _store(buf, 0, 2)
+        buf.sample()
+        state = buf.state_dict()
+        _store(buf, 2, 1)  # committed after the save
+    with ReplayBuffer.open(tmp_path, _config(spi=3.0, min_size=4, error_buffer=32.0)) as again:
+        again.resume(state)
+        limiter = again.rate_limiter
+        assert (limiter.inserts, limiter.samples) == (15, 8)
+        assert (limiter.samples_per_insert, limiter.min_size, limiter.error_buffer) == (3.0, 4, 32.0)
+        assert again.sampler.state_dict() == state["sampler"]

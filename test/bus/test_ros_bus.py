@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from user.bus.names import resolve
-from user.bus.ros_bus import TOKEN_TOPIC_PREFIX, token_key, token_topic
+from user.bus.ros_types import TOKEN_TOPIC_PREFIX, token_key, token_topic
 
 
 def test_nothing_imports_rclpy_until_a_ros_bus_is_made() -> None:
@@ -32,7 +32,7 @@ WITHOUT_RCLPY = "import sys; sys.modules['rclpy'] = None\n"  # as if ROS 2 were 
 
 def test_making_a_ros_bus_without_ros_fails_clearly() -> None:
     code = WITHOUT_RCLPY + (
-        "from user.bus.ros_bus import RosBus, RosUnavailableError\n"
+        "from user.bus.ros_bus import RosBus\nfrom user.bus.ros_types import RosUnavailableError\n"
         "try:\n    RosBus(object())\nexcept RosUnavailableError as exc:\n    print(exc)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

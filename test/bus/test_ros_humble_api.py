@@ -25,7 +25,7 @@ from test.conftest import REPO, SHARED
 
 API_FILE = SHARED / "ros2" / "rclpy-humble-api.txt"
 SOURCES = sorted([*(REPO / "src").rglob("*.py"), *(REPO / "launch").glob("*.py")])
-ROS_ADAPTER = REPO / "src" / "user" / "bus" / "ros_bus.py"
+ROS_ADAPTER = [REPO / "src" / "user" / "bus" / f"{name}.py" for name in ("ros_bus", "ros_runtime", "ros_types")]
 # Enum members (not in the listing), as on the humble branch.
 HUMBLE_ENUM_MEMBERS = {
     "KEEP_ALL", "KEEP_LAST",  # qos.HistoryPolicy
@@ -131,10 +131,10 @@ def test_the_listing_is_read() -> None:
 
 def test_only_the_adapter_imports_rclpy() -> None:
     importing = [p.relative_to(REPO).as_posix() for p in SOURCES if _uses(p)[0]]
-    assert importing == [ROS_ADAPTER.relative_to(REPO).as_posix()]
+    assert importing == sorted(p.relative_to(REPO).as_posix() for p in ROS_ADAPTER)
 
 
-@pytest.mark.parametrize("path", [ROS_ADAPTER], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ROS_ADAPTER, ids=lambda p: p.name)
 def test_ros_runtime_uses_only_humble_rclpy(path: Path, humble: HumbleApi, installed_rclpy_members: set[str]) -> None:
     qualified, attributes, keywords = _uses(path)
     attributes -= NOT_RCLPY

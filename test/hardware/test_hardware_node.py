@@ -13,8 +13,8 @@ from test.conftest import user_cmd
 from user.bus.zenoh_bus import ZenohBus
 from user.config.strict import ConfigError
 from user.hardware.registry import Registry
+from user.node.kinds import load_kind
 from user.node.node import Node
-from user.nodes import load_kind
 from user.nodes.hardware import HardwareAnnouncer
 
 MakeBus = Callable[..., ZenohBus]

@@ -77,8 +77,8 @@ def test_a_ros_node_imports_only_what_its_kind_needs(kind: str) -> None:
     code = (
         "import sys\n"
         "import user.node.ros_runner\n"
-        "from user.bus.ros_bus import RosRuntime\n"
-        f"from user.nodes import load_kind; load_kind({kind!r})\n"
+        "from user.bus.ros_runtime import RosRuntime\n"
+        f"from user.node.kinds import load_kind; load_kind({kind!r})\n"
         "rt = RosRuntime('import_probe'); rt.close()\n"
         "print(sorted(m for m in ('torch', 'matplotlib', 'tensorboard') if m in sys.modules))\n"
     )

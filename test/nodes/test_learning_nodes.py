@@ -73,12 +73,12 @@ def test_async_pipeline_versions_demos_and_resume(
     monitor = nodes(MonitorNode, "monitor", {"robots": [robot], "period_s": 0.2})
     nodes(ExpertNode, "expert", {"robot_id": robot, "task": "peg_insertion", "until_episode": DEMOS})
     robot_node = nodes(RobotNode, "robot", _robot_params(robot))
-    assert wait_until(lambda: rollout.weights.version >= 4 and learner.counters.episodes >= DEMOS + 3, 90.0)
-    assert robot_node.failed is None and learner.trainer.failed is None and learner.rejected == 0
+    assert wait_until(lambda: rollout.weights.version >= 4 and learner.session.counters.episodes >= DEMOS + 3, 90.0)
+    assert robot_node.failed is None and learner.session.trainer.failed is None and learner.rejected == 0
     assert any("learner:" in line and "policy v" in line for line in monitor.lines)
     assert np.isfinite(rollout.latency_percentile(99))
 
-    buf = learner.buffer
+    buf = learner.session.buffer
     demos = buf.get(buf.query(TransitionQuery(is_demo=True)))
     assert demos and {t.episode_id for t in demos} == set(range(DEMOS)) and all(t.action.source == 2 for t in demos)
     online = buf.get(buf.query(TransitionQuery(is_demo=False)))
@@ -89,14 +89,14 @@ def test_async_pipeline_versions_demos_and_resume(
     assert all(len(v) == 1 and min(v) >= 1 for v in versions.values()), versions  # one version per episode
     assert max(max(v) for v in versions.values()) > 1  # and it advanced while the run went on
 
-    calls = learner.trainer.counters.update_calls
+    calls = learner.session.trainer.counters.update_calls
     learner.destroy()  # the fixture's later destroy is harmless: it saves and closes again
     assert (run / "checkpoints" / "latest.pt").is_file() and (run / "progress.csv").is_file()
     again = LearnerNode(make_bus("learner2", _learner_params(robot, run)))
     try:
-        assert again.resumed and again.trainer.counters.update_calls >= calls
+        assert again.session.resumed and again.session.trainer.counters.update_calls >= calls
         assert again.publisher.version > learner.publisher.version - 1
-        assert len(again.buffer) >= len(online) + len(demos)
+        assert len(again.session.buffer) >= len(online) + len(demos)
     finally:
         again.destroy()
 
@@ -117,10 +117,10 @@ def test_sync_mode_trains_between_episodes_while_the_robot_waits(nodes: Callable
     )
     nodes(ExpertNode, "expert", {"robot_id": robot, "task": "peg_insertion", "until_episode": DEMOS})
     nodes(RobotNode, "robot", _robot_params(robot, auto_reset=False))
-    assert wait_until(lambda: learner.counters.episodes >= DEMOS + 4, 90.0)
-    assert learner.trainer.failed is None and learner.rejected == 0 and rollout.answered > 0
+    assert wait_until(lambda: learner.session.counters.episodes >= DEMOS + 4, 90.0)
+    assert learner.session.trainer.failed is None and learner.rejected == 0 and rollout.answered > 0
 
-    buf = learner.buffer
+    buf = learner.session.buffer
     online = buf.get(buf.query(TransitionQuery(is_demo=False)))
     by_episode: dict[int, list[Any]] = collections.defaultdict(list)
     for t in online:
@@ -131,7 +131,7 @@ def test_sync_mode_trains_between_episodes_while_the_robot_waits(nodes: Callable
     assert all(b > a for a, b in itertools.pairwise(versions)), versions  # trained in between
     # the training phases are sized by the update-to-data ratio: gradient steps = ratio x transitions, counted
     # from the episode that filled the buffer to min_transitions (64) to the newest one trained on (<= 100 steps)
-    steps = learner.trainer.counters.gradient_steps
+    steps = learner.session.trainer.counters.gradient_steps
     stored = len(buf)
     assert updates_per_step * (stored - 64 - 100) - 1 <= steps <= updates_per_step * stored + 1, (steps, stored)
 
@@ -153,10 +153,12 @@ def test_interventions_are_flagged_stored_and_imitated_by_hg_dagger(nodes: Calla
     nodes(ExpertNode, "human", {"robot_id": robot, "task": "peg_insertion", "role": "human",
                                 "steps": list(range(20))})  # fmt: skip
     nodes(RobotNode, "robot", _robot_params(robot))
-    assert wait_until(lambda: learner.trainer.counters.update_calls >= 300 and learner.counters.episodes >= 3, 90.0)
-    assert learner.trainer.failed is None
+    assert wait_until(
+        lambda: learner.session.trainer.counters.update_calls >= 300 and learner.session.counters.episodes >= 3, 90.0
+    )
+    assert learner.session.trainer.failed is None
 
-    buf = learner.buffer
+    buf = learner.session.buffer
     flagged = buf.get(buf.query(TransitionQuery(intervened=True)))
     assert flagged and all(t.action.source == 1 and not t.is_demo for t in flagged)  # SOURCE_HUMAN
     # the human answers steps 0-19; whether a step is the human's depends on which action reaches the robot
@@ -168,7 +170,7 @@ def test_interventions_are_flagged_stored_and_imitated_by_hg_dagger(nodes: Calla
     assert plain and all(t.action.source == 0 for t in plain)  # the rest was the policy's
 
     # HG-DAgger trained on the human's actions: the policy now imitates them far better than at version 1
-    selector = learner.trainer.selector
+    selector = learner.session.trainer.selector
     states = [selector.select(t.observation.state, t.observation.state_names) for t in flagged]
     human = np.stack([t.action.data for t in flagged])
     initial = learner.params.learning.build_policy()  # same seed: the weights published as version 1
@@ -177,6 +179,6 @@ def test_interventions_are_flagged_stored_and_imitated_by_hg_dagger(nodes: Calla
         acts = np.stack([policy.act(PolicyInput(s), deterministic=True) for s in states])
         return float(np.mean((acts - human) ** 2))
 
-    with learner.trainer.locked():
-        trained = error(learner.policy)
+    with learner.session.trainer.locked():
+        trained = error(learner.session.policy)
     assert trained < 0.5 * error(initial), (trained, error(initial))

@@ -14,8 +14,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco is imported
 import numpy as np
 import numpy.typing as npt
 
-from user.robots.sim.cameras import CameraConfig
-from user.robots.sim.robot import SimFrankaRobot, SimRobotConfig
+from user.sim.cameras import CameraConfig
+from user.sim.robot import SimFrankaRobot, SimRobotConfig
 
 SIZE = 64
 MAX_STEPS = 60

@@ -15,7 +15,7 @@ from user.robot_loop.gate import SOURCE_HOLD, SOURCE_HUMAN, SOURCE_SCRIPTED
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.privileged import ARM_NAMES
 from user.robots.safety import SafetyConfig
-from user.robots.sim import CameraConfig, SimFrankaRobot, SimRobotConfig
+from user.sim import CameraConfig, SimFrankaRobot, SimRobotConfig
 
 
 class FakeClock:

@@ -11,7 +11,7 @@ import pytest
 
 from user.robots import rotations
 from user.robots.arx_sdk import ArxConnectionError, ArxSdkConfig, ArxSdkRobot, eef_to_tool, tool_to_eef
-from user.robots.sim.arx_model import HOME, arx_model, pose_at
+from user.sim.arx_model import HOME, arx_model, pose_at
 from user.tasks.base import TOOL_DOWN
 
 

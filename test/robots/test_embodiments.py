@@ -20,7 +20,7 @@ def test_arm_families_map_to_their_ids() -> None:
 
 def test_sim_arms_announce_their_embodiment() -> None:
     pytest.importorskip("mujoco")
-    from user.robots.sim.robot import SimArxRobot, SimFrankaRobot, arx_config
+    from user.sim.robot import SimArxRobot, SimFrankaRobot, arx_config
 
     assert SimFrankaRobot().descriptor.embodiment_id == embodiments.FRANKA
     assert SimArxRobot(arx_config("button_press")).descriptor.embodiment_id == embodiments.ARX

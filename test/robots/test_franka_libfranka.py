@@ -26,16 +26,15 @@ from test.conftest import wait_until
 from user.config import ConfigError, describe_settings, from_mapping
 from user.robots import rotations as rot
 from user.robots.base import RobotError
-from user.robots.franka_libfranka import (
+from user.robots.franka_errors import (
     FrankaConnectionError,
     FrankaControlError,
     FrankaError,
     FrankaGripperError,
-    FrankaLibfrankaConfig,
-    FrankaLibfrankaRobot,
     FrankaReflexError,
     translate_error,
 )
+from user.robots.franka_libfranka import FrankaLibfrankaConfig, FrankaLibfrankaRobot
 from user.robots.safety import SafetyConfig
 
 pytestmark = pytest.mark.timeout(60)

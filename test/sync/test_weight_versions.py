@@ -407,3 +407,10 @@ def test_closing_the_subscriber_undeclares_everything(net: Loopback) -> None:
     sub.close()
     assert {d.kind for d in net.declared} == {"subscription", "publisher", "timer"}
     assert all(d.closed for d in net.declared)
+
+
+def test_a_publisher_without_a_period_publishes_only_when_asked(net: Loopback) -> None:
+    """The sync-mode learner's publisher: updates never publish by themselves, `publish_now` does."""
+    pub = _publisher(net, _policy(1), every_k_updates=None)
+    assert [pub.after_update() for _ in range(5)] == [None] * 5
+    assert pub.publish_now() == 1 and pub.after_update() is None

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from user.robots.sim.cameras import CameraConfig
-from user.robots.sim.robot import SimFrankaRobot, SimRobotConfig
+from user.sim.cameras import CameraConfig
+from user.sim.robot import SimFrankaRobot, SimRobotConfig
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ import pytest
 
 from test.algorithms import peg
 from user.robots.base import ArmState
-from user.robots.sim.cameras import CameraConfig
-from user.robots.sim.robot import SimFrankaRobot, SimRobotConfig
+from user.sim.cameras import CameraConfig
+from user.sim.robot import SimFrankaRobot, SimRobotConfig
 from user.tasks import expert
 from user.tasks.base import Task, TaskState
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from user.robots.sim.robot import SimFrankaRobot
+from user.sim.robot import SimFrankaRobot
 from user.tasks.episode import evaluate
 
 SEEDS = range(40)

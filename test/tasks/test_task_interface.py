@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from user.config import ConfigError
-from user.robots.sim.robot import SimFrankaRobot
+from user.sim.robot import SimFrankaRobot
 from user.tasks import TASKS, ButtonPress, PegInsertion, PickPlace, TaskError, make_task
 from user.tasks.button_press import COLOURS
 

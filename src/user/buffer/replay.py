@@ -240,6 +240,14 @@ class ReplayBuffer:
         self.sampler.load_state_dict(state["sampler"])
         self.rate_limiter.load_state_dict(state["rate_limiter"])
 
+    def resume(self, state: dict[str, Any]) -> None:
+        """Continue sampling from `state`, saved by an earlier run of a learner: the sampler exactly as it was,
+        the limiter's sample count, and every transition stored now counted as inserted (episodes committed
+        after the save count too). The limiter keeps this run's settings, which may have changed. The data on
+        disk is the truth about what is stored: storage and writer parts of `state` are not checked."""
+        self.sampler.load_state_dict(state["sampler"])
+        self.rate_limiter.load_state_dict({"inserts": len(self), "samples": state["rate_limiter"]["samples"]})
+
     # ---------------------------------------------------------------------------------------------- life
 
     def close(self) -> None:

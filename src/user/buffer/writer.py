@@ -23,6 +23,7 @@ from user.buffer.segments import (
     EVENT_TOPIC,
     TRANSITION_TOPIC,
     OutMessage,
+    Position,
     SegmentWriter,
     segment_metadata,
 )
@@ -184,6 +185,26 @@ class EpisodeWriter:
             self._segment = None
             raise
         self._hook("episode:written")
+        episode, rows = self._index_rows(pending, positions, first, number)
+        self.index.commit_episode(episode, rows, segment.bytes_written)
+        self._hook("episode:indexed")
+        self.storage.add_committed(rows, ts)
+        self._next_index += len(rows)
+        self._next_episode += 1
+        self._segment_episodes += 1
+        self.episodes_committed += 1
+        if (
+            self._segment_episodes >= self.config.segment_max_episodes
+            or segment.bytes_written >= self.config.segment_max_mb * MIB
+        ):
+            self.roll()
+        return number
+
+    def _index_rows(
+        self, pending: _Pending, positions: list[Position], first: int, number: int
+    ) -> tuple[EpisodeRow, list[TransitionRow]]:
+        """The index rows of episode `number` written at `positions` (START event, transitions, END event)."""
+        ts = pending.transitions
         rows = [
             TransitionRow(
                 index=first + k,
@@ -225,19 +246,7 @@ class EpisodeWriter:
             start_event=positions[0],
             end_event=positions[-1],
         )
-        self.index.commit_episode(episode, rows, segment.bytes_written)
-        self._hook("episode:indexed")
-        self.storage.add_committed(rows, ts)
-        self._next_index += len(rows)
-        self._next_episode += 1
-        self._segment_episodes += 1
-        self.episodes_committed += 1
-        if (
-            self._segment_episodes >= self.config.segment_max_episodes
-            or segment.bytes_written >= self.config.segment_max_mb * MIB
-        ):
-            self.roll()
-        return number
+        return episode, rows
 
     def _event(self, ts: list[Transition], kind: EpisodeKind, wall_ns: int) -> OutMessage:
         first, end = ts[0], kind == EpisodeKind.END

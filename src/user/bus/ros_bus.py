@@ -1,4 +1,5 @@
-"""`RosBus`: the Bus on rclpy, moving the same CDR bytes as `ZenohBus`. The only module importing rclpy.
+"""`RosBus`: the Bus on rclpy, moving the same CDR bytes as `ZenohBus`. With `ros_runtime` (a node spun on
+threads) and `ros_types` (QoS, descriptors, token topics), the only code importing rclpy.
 
 rclpy is imported when a `RosBus` is made, never at module import, so the rest of the package works
 without ROS. Publishing and subscribing use serialized messages (`publish(bytes)`, `raw=True`), so the
@@ -17,7 +18,6 @@ Semantics kept from the Bus contract:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -36,47 +36,26 @@ from user.bus.base import (
     describe,
 )
 from user.bus.parameters import ParameterRefusedError, ParameterStore
-from user.bus.ros_params import ParamKind, RosParam, check_finite_bounds, decode, ros_params
+from user.bus.ros_params import RosParam, decode, ros_params
+from user.bus.ros_types import (
+    TOKEN_TOPIC_PREFIX,
+    parameter_descriptor,
+    require_rclpy,
+    ros_param_type,
+    ros_qos,
+    token_key,
+    token_topic,
+)
 from user.config.strict import ConfigError, from_mapping
 
 P = TypeVar("P")
 
-TOKEN_TOPIC_PREFIX = "/_user/alive/k"  # presence tokens become publishers on these (hidden) topics
 TOKEN_POLL_S = 0.5  # how often the ROS graph is polled for token changes
 # Declared by rclpy itself on every node (Humble: use_sim_time; Jazzy adds the type description service).
 ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
 SERVICE_POLL_S = 0.02  # how often a call waits between checks for a server
 
 _log = logging.getLogger(__name__)
-
-
-class RosUnavailableError(ImportError):
-    """rclpy cannot be imported: ROS 2 is not installed or not sourced."""
-
-
-def require_rclpy() -> Any:
-    """Import rclpy, or explain how to get it (or how to do without it)."""
-    try:
-        import rclpy
-        import rclpy.callback_groups
-        import rclpy.executors
-        import rclpy.node
-        import rclpy.parameter
-    except ImportError as exc:
-        raise RosUnavailableError(
-            "the ROS 2 runtime needs rclpy (ROS 2 Humble): `source /opt/ros/humble/setup.bash` first, "
-            "or run the same nodes without ROS: `user bringup CONFIG` / `user node KIND`"
-        ) from exc
-    return rclpy
-
-
-def token_topic(key: str) -> str:
-    """A valid ROS topic name standing for a liveliness key (hex keeps any character legal)."""
-    return TOKEN_TOPIC_PREFIX + key.encode().hex()
-
-
-def token_key(topic: str) -> str:
-    return bytes.fromhex(topic[len(TOKEN_TOPIC_PREFIX) :]).decode()
 
 
 class _RosHandle:
@@ -104,51 +83,6 @@ class RosPublisher(_RosHandle):
                 return False
             time.sleep(0.01)
         return True
-
-
-def ros_qos(qos: QoS) -> Any:
-    """The rclpy QoS profile of a Bus QoS.
-
-    A reliable, not latched topic keeps all history (KEEP_ALL), so a burst is delivered whole, as Zenoh's
-    congestion control BLOCK does, instead of only its last `depth` messages; latched and best-effort
-    topics keep the last `depth`. (History does not take part in QoS matching, so these subscriptions
-    still match publishers of other packages, e.g. realsense2_camera's sensor-data images.)"""
-    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-
-    keep_all = qos.reliable and not qos.latched
-    return QoSProfile(
-        history=HistoryPolicy.KEEP_ALL if keep_all else HistoryPolicy.KEEP_LAST,
-        depth=qos.depth,
-        reliability=ReliabilityPolicy.RELIABLE if qos.reliable else ReliabilityPolicy.BEST_EFFORT,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL if qos.latched else DurabilityPolicy.VOLATILE,
-    )
-
-
-def _ros_type(kind: ParamKind) -> Any:
-    from rclpy.parameter import Parameter
-
-    return Parameter.Type.STRING if kind is ParamKind.YAML else Parameter.Type[kind.name]
-
-
-def parameter_descriptor(param: RosParam) -> Any:
-    """The rcl_interfaces ParameterDescriptor `ros2 param describe` shows for a setting."""
-    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-
-    descriptor = ParameterDescriptor(
-        name=param.name,
-        type=_ros_type(param.kind).value,
-        description=param.description,
-        additional_constraints=param.constraints,
-        read_only=param.read_only,
-        dynamic_typing=False,
-    )
-    if param.minimum is not None or param.maximum is not None:
-        lo, hi = check_finite_bounds(param)
-        if param.kind is ParamKind.INTEGER:
-            descriptor.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=0)]
-        else:
-            descriptor.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
-    return descriptor
 
 
 class RosBus:
@@ -310,7 +244,7 @@ class RosBus:
         descriptor = parameter_descriptor(param)
         try:
             if value is None:  # typed, without a value: the setting's default is None or empty
-                self.node.declare_parameter(param.name, _ros_type(param.kind), descriptor, ignore_override=True)
+                self.node.declare_parameter(param.name, ros_param_type(param.kind), descriptor, ignore_override=True)
             else:
                 self.node.declare_parameter(param.name, value, descriptor, ignore_override=True)
         except Exception as exc:  # rclpy's InvalidParameter* exceptions; the message names the parameter
@@ -334,7 +268,7 @@ class RosBus:
             raise ParameterRefusedError(f"node {self.name!r} has declared no parameters")
         self._store.check(changes)  # the reason in our words before rclpy's
         table = self._store.table
-        params = [Parameter(name, _ros_type(table[name].kind), value) for name, value in changes.items()]
+        params = [Parameter(name, ros_param_type(table[name].kind), value) for name, value in changes.items()]
         result = self.node.set_parameters_atomically(params)
         if not result.successful:
             raise ParameterRefusedError(result.reason)
@@ -409,70 +343,3 @@ class RosBus:
         if self.client_node is not self.node:
             self.client_node.destroy_node()
         self.node.destroy_node()
-
-
-class RosRuntime:
-    """A node on its own rclpy context, spun on background threads: a Bus on ROS inside any process.
-
-    What a process of the ROS runtime runs (`user.node.ros_runner`, with `args` from the command line:
-    remappings, `--params-file`, `-p`), reusable by tools and tests; each runtime is its own DDS
-    participant, like a separate process. `parameters` are overrides as a launch file would give them.
-    The node's callbacks run on one executor thread, its service clients on a hidden node (`_<name>_calls`)
-    on another."""
-
-    def __init__(
-        self,
-        name: str,
-        parameters: Mapping[str, Any] | None = None,
-        *,
-        args: list[str] | None = None,
-        namespace: str | None = None,
-        domain_id: int | None = None,
-    ) -> None:
-        rclpy = require_rclpy()
-        from rclpy.parameter import Parameter
-
-        self.context = rclpy.context.Context()
-        rclpy.init(args=args, context=self.context, domain_id=domain_id)  # no signal handlers: not the default
-        overrides = [Parameter(k, value=v) for k, v in (parameters or {}).items()]
-        self.node = rclpy.node.Node(
-            name,
-            context=self.context,
-            namespace=namespace,
-            parameter_overrides=overrides,
-            automatically_declare_parameters_from_overrides=True,
-        )
-        self.client_node = rclpy.node.Node(
-            f"_{self.node.get_name()}_calls",
-            context=self.context,
-            namespace=self.node.get_namespace(),
-            use_global_arguments=False,  # the command line's remappings and parameters are the main node's
-            start_parameter_services=False,
-            enable_rosout=False,
-        )
-        self.bus = RosBus(self.node, self.client_node)
-        self._executors = []
-        self._threads = []
-        for node in (self.node, self.client_node):
-            executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
-            executor.add_node(node)
-            thread = threading.Thread(target=self._spin, args=(executor,), name=f"{name}-ros-spin", daemon=True)
-            self._executors.append(executor)
-            self._threads.append(thread)
-            thread.start()
-
-    @staticmethod
-    def _spin(executor: Any) -> None:
-        from rclpy.executors import ExternalShutdownException
-
-        with contextlib.suppress(ExternalShutdownException):  # the context was shut down under us
-            executor.spin()
-
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Stop spinning (a running callback finishes first), then destroy the nodes and the context."""
-        for executor in self._executors:
-            executor.shutdown(timeout_sec=timeout_s)
-        for thread in self._threads:
-            thread.join(timeout_s)
-        self.bus.close()
-        self.context.try_shutdown()

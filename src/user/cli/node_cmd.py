@@ -13,7 +13,7 @@ import yaml
 from user.bus.zenoh_config import ZenohSettings
 from user.config.flat import unflatten
 from user.config.strict import ConfigError, describe_settings, load_yaml
-from user.nodes import KINDS
+from user.node.kinds import KINDS
 
 _log = logging.getLogger("user.node")
 
@@ -68,9 +68,9 @@ def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from user.deploy.priority import apply_niceness_from_env
+    from user.node.kinds import load_kind
+    from user.node.priority import apply_niceness_from_env
     from user.node.runner import EXIT_STARTUP_FAILED, run_node
-    from user.nodes import load_kind
 
     if args.list or not args.kind:
         for kind, target in sorted(KINDS.items()):

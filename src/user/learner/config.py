@@ -6,13 +6,15 @@ the policy from `policy`, so the weights the learner publishes fit the policy a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from user.algorithms.base import Algorithm
 from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig
 from user.algorithms.rlpd import RLPD, RLPDConfig
 from user.algorithms.sac import SAC, SACConfig
+from user.buffer.config import SamplerConfig
 from user.config.strict import ConfigError, setting
 from user.learner.state_select import PRIVILEGED_PREFIX, StateSelector
 from user.policies.cnn import CNNPolicy, CNNPolicyConfig
@@ -54,11 +56,11 @@ class LearningConfig:
 
     def build_algorithm(self, policy: GaussianPolicy) -> Algorithm:
         """The algorithm that trains `policy` (only the learner calls this)."""
-        if self.algorithm == "rlpd":
-            return RLPD(policy, self.rlpd, seed=self.seed)
-        if self.algorithm == "sac":
-            return SAC(policy, self.sac, seed=self.seed)
-        return HGDagger(policy, self.hg_dagger)
+        return ALGORITHMS[self.algorithm].build(self, policy)
+
+    def sampler_for(self, sampler: SamplerConfig) -> SamplerConfig:
+        """The buffer's sampler for this algorithm: a `uniform` sampler becomes the algorithm's own kind."""
+        return ALGORITHMS[self.algorithm].sampler(self, sampler) if sampler.kind == "uniform" else sampler
 
     def state_selector(self) -> StateSelector:
         return StateSelector(self.exclude_state_prefixes, self.state_dim)
@@ -66,20 +68,44 @@ class LearningConfig:
     @property
     def batch_size(self) -> int:
         """Rows per `update` call."""
-        if self.algorithm == "rlpd":
-            return self.rlpd.batch_size
-        if self.algorithm == "sac":
-            return self.sac.batch_size
-        return self.hg_dagger.bc.batch_size
+        return ALGORITHMS[self.algorithm].batch_size(self)
 
     @property
     def gradient_steps_per_update(self) -> int:
         """Gradient (critic) steps one `update` call takes."""
-        if self.algorithm == "rlpd":
-            return self.rlpd.utd_ratio
-        if self.algorithm == "sac":
-            return self.sac.utd_ratio
-        return 1
+        return ALGORITHMS[self.algorithm].gradient_steps(self)
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    """What the learner needs to know of one algorithm kind."""
+
+    build: Callable[[LearningConfig, GaussianPolicy], Algorithm]  # the algorithm training a policy
+    batch_size: Callable[[LearningConfig], int]  # rows per update call
+    gradient_steps: Callable[[LearningConfig], int]  # gradient (critic) steps per update call
+    sampler: Callable[[LearningConfig, SamplerConfig], SamplerConfig]  # what a `uniform` sampler becomes
+
+
+ALGORITHMS: dict[str, AlgorithmEntry] = {
+    "rlpd": AlgorithmEntry(
+        build=lambda c, policy: RLPD(policy, c.rlpd, seed=c.seed),
+        batch_size=lambda c: c.rlpd.batch_size,
+        gradient_steps=lambda c: c.rlpd.utd_ratio,
+        sampler=lambda c, s: replace(s, kind="demo_ratio", demo_ratio=c.rlpd.demo_ratio),  # half demos, half online
+    ),
+    "sac": AlgorithmEntry(
+        build=lambda c, policy: SAC(policy, c.sac, seed=c.seed),
+        batch_size=lambda c: c.sac.batch_size,
+        gradient_steps=lambda c: c.sac.utd_ratio,
+        sampler=lambda _c, s: s,
+    ),
+    "hg_dagger": AlgorithmEntry(
+        build=lambda c, policy: HGDagger(policy, c.hg_dagger),
+        batch_size=lambda c: c.hg_dagger.bc.batch_size,
+        gradient_steps=lambda _c: 1,
+        sampler=lambda _c, s: replace(s, kind="intervention"),  # learns from the human's corrections
+    ),
+}
 
 
 @dataclass(frozen=True)

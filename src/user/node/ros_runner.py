@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import sys
 
+from user.node.kinds import UnknownNodeKindError, load_kind
 from user.node.logs import setup_logging
 from user.node.runner import EXIT_STARTUP_FAILED, StopSignal, serve
-from user.nodes import UnknownNodeKindError, load_kind
 
 _log = logging.getLogger("user.ros_runner")
 
@@ -29,7 +29,8 @@ def split_kind(argv: list[str]) -> tuple[str, list[str]]:
 
 def run_ros_node(argv: list[str]) -> int:
     """Start the node named by `argv` on rclpy; returns the process exit code."""
-    from user.bus.ros_bus import RosRuntime, RosUnavailableError
+    from user.bus.ros_runtime import RosRuntime
+    from user.bus.ros_types import RosUnavailableError
 
     stop = StopSignal()
     try:
@@ -44,7 +45,7 @@ def run_ros_node(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `user_node` executable (ros2 launch / ros2 run)."""
-    from user.deploy.priority import apply_niceness_from_env
+    from user.node.priority import apply_niceness_from_env
 
     setup_logging()
     apply_niceness_from_env()

@@ -24,32 +24,25 @@ version before the next episode starts (see the `rollout` node).
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from user.buffer.config import BufferConfig, RateLimiterConfig
-from user.buffer.replay import ReplayBuffer
+from user.buffer.config import BufferConfig
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Transition, transition_from_msg
 from user.interfaces.stamps import header, now_ns
-from user.learner.checkpoint import Checkpoint, CheckpointStore, LearnerCounters
-from user.learner.config import LearningConfig, PacingConfig, check_batch_split
-from user.learner.device import DEVICE_HELP, resolve_device
-from user.learner.progress import ProgressLog
-from user.learner.trainer import Trainer
+from user.learner.config import LearningConfig, PacingConfig
+from user.learner.device import DEVICE_HELP
+from user.learner.session import LearningSession, SessionConfig
 from user.node.node import Node
+from user.sync.chunking import DTYPES
 from user.sync.publisher import WeightPublisher
-
-JOIN_TIMEOUT_S = 10.0
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 @dataclass
@@ -83,50 +76,38 @@ class LearnerParams:
 
 
 class LearnerNode(Node):
-    """Buffer + trainer + weight publisher + checkpoints; bus callbacks only store transitions."""
+    """Wires a `LearningSession` to the bus: transitions in, acknowledgements, weights, stats and services out."""
 
     Params = LearnerParams
 
     def __init__(self, bus: Bus) -> None:
         super().__init__(bus)
         p = self.params = self.declare_parameters(LearnerParams)
-        learning, pacing = p.learning, p.pacing
-        check_batch_split(learning)
         if p.torch_threads:
             torch.set_num_threads(p.torch_threads)
-        self.run_dir = Path(p.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.buffer = ReplayBuffer.open(self.run_dir / "buffer", self._buffer_config())
-        self.policy = learning.build_policy().to(resolve_device(p.device))
-        self.algorithm = learning.build_algorithm(self.policy)
-        self.counters = LearnerCounters()
-        self.store = CheckpointStore(self.run_dir / "checkpoints", p.keep_checkpoints)
-        self.trainer = Trainer(
-            self.algorithm,
-            self.buffer,
-            learning.state_selector(),
-            sample_timeout_s=pacing.sample_timeout_s,
-            after_update=self._after_update,
+        self.session = LearningSession(
+            SessionConfig(
+                run_dir=Path(p.run_dir),
+                learning=p.learning,
+                pacing=p.pacing,
+                buffer=p.buffer,
+                device=p.device,
+                resume=p.resume,
+                keep_checkpoints=p.keep_checkpoints,
+                checkpoint_period_s=p.checkpoint_period_s,
+                sync_train_timeout_s=p.sync_train_timeout_s,
+            ),
+            self.log,
         )
-        self.resumed = self._resume() if p.resume else False
         self.publisher = WeightPublisher(
             self,
-            self.policy,
-            policy_id=learning.policy_id,
+            self.session.policy,
+            policy_id=p.learning.policy_id,
             topic=p.weights_topic,
-            every_k_updates=pacing.publish_every if pacing.mode == "async" else 1_000_000_000,
-            dtype=DTYPES[pacing.weight_dtype],
+            every_k_updates=p.pacing.publish_every if p.pacing.mode == "async" else None,  # sync: after each phase
+            dtype=DTYPES[p.pacing.weight_dtype],
         )
-        self.publisher.publish_now()  # version 1 (or the resumed version + 1): rollout can act at once
-        self.counters.policy_version = self.publisher.version
-        self.progress = ProgressLog(self.run_dir)
         self._stats_pub = self.create_publisher(p.stats_topic, "user/msg/TrainingStats", RELIABLE)
-        self._lock = threading.Lock()  # counters and buffer writes (bus thread) vs. stats (timer)
-        self._last_checkpoint = time.monotonic()
-        self._last_stats = (time.monotonic(), self.trainer.counters.gradient_steps)
-        self._sync_work: queue.Queue[int] = queue.Queue()
-        self._steps_since_train = 0
-        self._stop = threading.Event()
         self.rejected = 0  # transitions that could not be stored (logged with the reason)
         self._acks = {r: self.create_publisher(f"/{r}/episode_acks", "user/msg/EpisodeAck", RELIABLE) for r in p.robots}
         self._replays: dict[tuple[str, int], list[Transition]] = {}  # re-sent episodes being received
@@ -137,123 +118,33 @@ class LearnerNode(Node):
         self.create_service(f"/{self.name}/checkpoint", "user/srv/Checkpoint", self._on_checkpoint)
         self.create_service(f"/{self.name}/buffer_stats", "user/srv/BufferStats", self._on_buffer_stats)
         self.create_timer(p.stats_period_s, self._publish_stats)
-        self._sync_thread: threading.Thread | None = None
-        if pacing.mode == "async":
-            self.trainer.start_async()
-        else:
-            self._sync_thread = threading.Thread(target=self._sync_loop, name="learner-sync", daemon=True)
-            self._sync_thread.start()
+        version = self.session.start(self.publisher)
         self.log.info(
             "learning %s (%s, %s) from %s; buffer %d transitions; policy version %d%s",
-            learning.policy_id,
-            learning.algorithm,
-            pacing.mode,
+            p.learning.policy_id,
+            p.learning.algorithm,
+            p.pacing.mode,
             ", ".join(p.robots),
-            len(self.buffer),
-            self.publisher.version,
-            f"; resumed at {self.trainer.counters.update_calls} updates" if self.resumed else "",
+            len(self.session.buffer),
+            version,
+            f"; resumed at {self.session.trainer.counters.update_calls} updates" if self.session.resumed else "",
         )
-
-    def _buffer_config(self) -> BufferConfig:
-        p = self.params
-        learning, pacing = p.learning, p.pacing
-        if pacing.mode == "async":  # the limiter enforces the ratio: samples per insert = rows per gradient step x UTD
-            rows_per_step = learning.batch_size / learning.gradient_steps_per_update
-            spi = pacing.updates_per_step * rows_per_step
-        else:  # sync: training phases are sized explicitly
-            spi = 0.0
-        limiter = RateLimiterConfig(
-            samples_per_insert=spi,
-            min_size=pacing.min_transitions,
-            error_buffer=max(p.buffer.rate_limiter.error_buffer, float(learning.batch_size)),
-        )
-        sampler = p.buffer.sampler
-        if learning.algorithm == "rlpd" and sampler.kind == "uniform":
-            sampler = replace(sampler, kind="demo_ratio", demo_ratio=learning.rlpd.demo_ratio)
-        if learning.algorithm == "hg_dagger" and sampler.kind == "uniform":
-            sampler = replace(sampler, kind="intervention")
-        prefetch = p.buffer.prefetch if pacing.mode == "async" else 0  # sync: every batch sees the newest episode
-        return replace(
-            p.buffer, rate_limiter=limiter, sampler=sampler, batch_size=learning.batch_size, prefetch=prefetch
-        )
-
-    # ---- resume and checkpoints -------------------------------------------------------------------
-
-    def _resume(self) -> bool:
-        if not self.store.exists():
-            return False
-        ckpt = self.store.load(self.params.learning.policy_id)
-        self.algorithm.load_state_dict(ckpt.algorithm)
-        self.buffer.sampler.load_state_dict(ckpt.buffer["sampler"])
-        limiter = dict(ckpt.buffer["rate_limiter"])
-        limiter.update(
-            inserts=len(self.buffer),  # episodes committed after the checkpoint count too
-            samples_per_insert=self.buffer.rate_limiter.samples_per_insert,
-            min_size=self.buffer.rate_limiter.min_size,
-        )
-        self.buffer.rate_limiter.load_state_dict(limiter)
-        self.trainer.restore(ckpt.trainer)
-        stored = self.buffer.info()
-        self.counters = replace(ckpt.learner, env_steps=stored.transitions, episodes=stored.episodes)
-        self.log.info(
-            "resumed from %s: %d update calls, policy version %d, buffer %d transitions in %d episodes",
-            self.store.latest,
-            ckpt.trainer.update_calls,
-            self.policy.version,
-            stored.transitions,
-            stored.episodes,
-        )
-        return True
 
     def save_checkpoint(self) -> Path:
-        with self.trainer.locked():
-            ckpt = Checkpoint(
-                algorithm=self.algorithm.state_dict(),
-                buffer={
-                    "sampler": self.buffer.sampler.state_dict(),
-                    "rate_limiter": self.buffer.rate_limiter.state_dict(),
-                },
-                trainer=replace(self.trainer.counters, last=dict(self.trainer.counters.last)),
-                learner=replace(self.counters),
-                policy_id=self.params.learning.policy_id,
-            )
-            path = self.store.save(ckpt)
-        self._last_checkpoint = time.monotonic()
-        self.log.info("checkpoint at %d update calls: %s", ckpt.trainer.update_calls, path)
-        return path
-
-    def _after_update(self, calls: int) -> None:
-        """Training thread, after each update call."""
-        version = self.publisher.after_update()
-        if version is not None:
-            self.counters.policy_version = version
-            self.buffer.set_policy_version(version)
-        period = self.params.checkpoint_period_s
-        if period > 0 and time.monotonic() - self._last_checkpoint >= period:
-            self.save_checkpoint()
+        return self.session.save_checkpoint()
 
     # ---- data in --------------------------------------------------------------------------------
 
     def _on_transition(self, msg: Any) -> None:
         try:
             transition = transition_from_msg(msg)
-            with self._lock:
-                episode = self.buffer.add(transition)
-                self.counters.env_steps += 1
-                self._steps_since_train += 1
-                if episode is not None:
-                    self.counters.episodes += 1
-                    self.counters.successes += int(transition.success)
+            episode = self.session.add(transition)
         except Exception as exc:  # a transition the buffer refuses (gap in steps, wrong shape ...): say why
             self.rejected += 1
             self.log.error("transition from %s refused: %s", getattr(msg, "robot_id", "?"), exc)
             return
         if episode is not None:
             self._acknowledge(transition.robot_id, transition.episode_id)
-        if episode is not None and self.params.pacing.mode == "sync":
-            with self._lock:
-                steps, self._steps_since_train = self._steps_since_train, 0
-            self._sync_work.put(steps)
 
     def _on_replay(self, msg: Any) -> None:
         """A robot re-sends an episode it has no receipt for: store it unless it is stored already."""
@@ -271,21 +162,13 @@ class LearnerNode(Node):
         if not transition.done:
             return
         del self._replays[key]
-        with self._lock:
-            if self.buffer.has_episode(*key):
-                stored = False
-            else:
-                try:
-                    self.buffer.add_episode(steps)
-                except Exception as exc:  # incomplete re-send (a message lost): no receipt, the robot tries again
-                    self.log.warning("re-sent episode %s/%d not stored: %s", key[0], key[1], exc)
-                    return
-                stored = True
-                self.replayed_episodes += 1
-                self.counters.episodes += 1
-                self.counters.env_steps += len(steps)
-                self.counters.successes += int(steps[-1].success)
+        try:
+            stored = self.session.add_episode(steps)
+        except Exception as exc:  # incomplete re-send (a message lost): no receipt, the robot tries again
+            self.log.warning("re-sent episode %s/%d not stored: %s", key[0], key[1], exc)
+            return
         if stored:
+            self.replayed_episodes += 1
             self.log.info("stored re-sent episode %d of %s (%d steps)", key[1], key[0], len(steps))
         self._acknowledge(*key)
 
@@ -303,76 +186,39 @@ class LearnerNode(Node):
             )
         )
 
-    # ---- sync mode ------------------------------------------------------------------------------
-
-    def _sync_loop(self) -> None:
-        learning, pacing = self.params.learning, self.params.pacing
-        owed = 0.0
-        while not self._stop.is_set():
-            try:
-                steps = self._sync_work.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if len(self.buffer) < pacing.min_transitions:
-                version = self.publisher.publish_now()  # nothing to train on yet: release the robots
-                self.counters.policy_version = version
-                continue
-            owed += pacing.updates_per_step * steps / learning.gradient_steps_per_update
-            calls = int(owed)
-            owed -= calls
-            self.trainer.train(calls, self.params.sync_train_timeout_s)
-            version = self.publisher.publish_now()
-            self.counters.policy_version = version
-            self.buffer.set_policy_version(version)
-
     # ---- reports --------------------------------------------------------------------------------
 
     def _publish_stats(self) -> None:
-        if self._stop.is_set():
+        if self.session.stopped:
             return  # shutting down: the progress files are being closed
-        c = self.trainer.snapshot()
-        now = time.monotonic()
-        then, steps_then = self._last_stats
-        rate = (c.gradient_steps - steps_then) / max(now - then, 1e-9)
-        self._last_stats = (now, c.gradient_steps)
-        with self._lock:
-            counters = replace(self.counters)
-            buffered = len(self.buffer)
-        values = {
-            **c.last,
-            "update_calls": float(c.update_calls),
-            "episodes": float(counters.episodes),
-            "successes": float(counters.successes),
-            "idle_fraction": self.trainer.idle_fraction(),
-        }
+        r = self.session.report()
         self._stats_pub.publish(
             self.codec.msg_class("user/msg/TrainingStats")(
                 header=header(now_ns(), "", self.codec),
                 learner_id=self.params.learner_id,
-                updates=c.gradient_steps,
-                policy_version=counters.policy_version,
-                buffer_transitions=buffered,
-                env_steps=counters.env_steps,
-                updates_per_second=rate,
-                names=list(values),
-                values=np.asarray(list(values.values()), dtype=np.float32),
+                updates=r.trainer.gradient_steps,
+                policy_version=r.counters.policy_version,
+                buffer_transitions=r.buffered,
+                env_steps=r.counters.env_steps,
+                updates_per_second=r.gradient_steps_per_s,
+                names=list(r.values),
+                values=np.asarray(list(r.values.values()), dtype=np.float32),
             )
         )
-        self.progress.write(time.time(), c, counters, buffered, rate)
 
     def _on_checkpoint(self, request: Any) -> Any:
         del request
         response = self.codec.msg_class("user/srv/Checkpoint_Response")
         try:
-            path = self.save_checkpoint()
+            path = self.session.save_checkpoint()
         except Exception as exc:
             return response(success=False, message=str(exc), path="", updates=0)
-        return response(success=True, message="", path=str(path), updates=self.trainer.counters.gradient_steps)
+        updates = self.session.trainer.counters.gradient_steps
+        return response(success=True, message="", path=str(path), updates=updates)
 
     def _on_buffer_stats(self, request: Any) -> Any:
         del request
-        with self._lock:
-            info = self.buffer.info()
+        info = self.session.buffer_info()
         return self.codec.msg_class("user/srv/BufferStats_Response")(
             success=True,
             message=str(info.directory),
@@ -385,19 +231,11 @@ class LearnerNode(Node):
         )
 
     def destroy(self) -> None:
-        if self._stop.is_set():
+        if self.session.stopped:
             return  # destroyed already
         started = time.monotonic()
-        self._stop.set()
-        if not self.trainer.stop(JOIN_TIMEOUT_S):
-            self.log.error("training thread did not stop within %.1f s", JOIN_TIMEOUT_S)
-        if self._sync_thread is not None:
-            self._sync_thread.join(JOIN_TIMEOUT_S)
         try:
-            self.save_checkpoint()
+            self.session.close()
         finally:
             self.publisher.close()
-            self.progress.close()
-            with self._lock:
-                self.buffer.close()
             self.log.info("learner shut down in %.2f s", time.monotonic() - started)

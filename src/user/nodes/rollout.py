@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,6 +44,7 @@ from user.robot_loop.gate import SOURCE_POLICY
 from user.sync.subscriber import WeightSubscriber
 
 JOIN_TIMEOUT_S = 3.0
+STOP_POLL_S = 0.2  # how often a waiting sync-mode reset checks for shutdown
 LATENCY_WINDOW = 10_000  # observation->action latencies kept for percentiles
 
 
@@ -97,6 +99,8 @@ class RolloutNode(Node):
             self.create_subscription(f"/{robot}/observation", "user/msg/Observation", self._on_observation, BEST_EFFORT)
             if p.mode == "sync":
                 self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
+        # sync mode: one reset waits per robot at most; joined on destroy
+        self._resets = ThreadPoolExecutor(max_workers=len(p.robots), thread_name_prefix="rollout-reset")
         self._worker = threading.Thread(target=self._serve, name="rollout", daemon=True)
         self._worker.start()
 
@@ -113,7 +117,7 @@ class RolloutNode(Node):
     def _on_event(self, msg: Any) -> None:
         event = episode_event_from_msg(msg)
         if event.kind is EpisodeKind.END:  # the learner trains on this episode, then publishes a newer version
-            threading.Thread(target=self._sync_reset, args=(event.robot_id, self.weights.version), daemon=True).start()
+            self._resets.submit(self._sync_reset, event.robot_id, self.weights.version)
 
     # ---- inference thread -----------------------------------------------------------------------
 
@@ -191,8 +195,15 @@ class RolloutNode(Node):
     def _sync_reset(self, robot: str, version_at_end: int) -> None:
         """After `robot`'s episode: wait for a policy newer than the one current when it ended, then reset."""
         p = self.params
-        if not self.weights.wait_for_version(version_at_end + 1, p.sync_timeout_s):
-            self.log.error("%s: no policy newer than version %d within %.0f s", robot, version_at_end, p.sync_timeout_s)
+        deadline = time.monotonic() + p.sync_timeout_s
+        while not self.weights.wait_for_version(version_at_end + 1, min(STOP_POLL_S, deadline - time.monotonic())):
+            if self._stop.is_set():
+                return
+            if time.monotonic() >= deadline:
+                self.log.error(
+                    "%s: no policy newer than version %d within %.0f s", robot, version_at_end, p.sync_timeout_s
+                )
+                break
         if self._stop.is_set():
             return
         request = self.codec.msg_class("user/srv/Reset_Request")(robot_id=robot, seed=RESET_SEED_DEFAULT)
@@ -218,4 +229,5 @@ class RolloutNode(Node):
         with self._cond:
             self._cond.notify_all()
         self._worker.join(JOIN_TIMEOUT_S)
+        self._resets.shutdown(wait=True, cancel_futures=True)  # a waiting reset sees the stop within STOP_POLL_S
         self.weights.close()

@@ -35,8 +35,8 @@ from user.robot_loop.scoring import ExternalScorer, GymScorer, RuleScorer, Score
 from user.robots.base import Robot
 from user.robots.gym_robot import GymRobot
 from user.robots.safety import SafetyConfig
-from user.robots.sim import CameraConfig, SimArxRobot, SimFrankaRobot, SimRobotConfig
-from user.robots.sim.robot import arx_config
+from user.sim import CameraConfig, SimArxRobot, SimFrankaRobot, SimRobotConfig
+from user.sim.robot import arx_config
 
 if TYPE_CHECKING:  # user.cameras imports OpenCV: loaded only when a real driver has cameras
     from user.cameras.camera import Camera

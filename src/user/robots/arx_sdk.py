@@ -8,7 +8,7 @@ reaches it just as the next one arrives.
 Frames: the SDK's `pose_6d` is the URDF's `eef_link` (x along the approach direction, fingers closing
 along y) as xyz + fixed-axis roll/pitch/yaw. The project's canonical tool frame has z along the approach
 and x along the closing direction, so tool = eef rotated by `TOOL_IN_EEF` (a 120-degree turn about
-(1, 1, 1)); the same convention as the simulated ARX (`user.robots.sim.arx_model`). The gripper's
+(1, 1, 1)); the same convention as the simulated ARX (`user.sim.arx_model`). The gripper's
 opening in metres (0 .. `gripper_width`) maps to 0 .. 1.
 
 `arx5_interface` is imported lazily in `connect()` (it loads the vendor's C++ libraries); before opening

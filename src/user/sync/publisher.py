@@ -62,12 +62,12 @@ class WeightPublisher:
         *,
         policy_id: str,
         topic: str,
-        every_k_updates: int = 1,
+        every_k_updates: int | None = 1,
         dtype: torch.dtype | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         min_resend_interval_s: float = 0.5,
     ) -> None:
-        if every_k_updates < 1:
+        if every_k_updates is not None and every_k_updates < 1:
             raise ValueError(f"every_k_updates must be at least 1, got {every_k_updates}")
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1 byte, got {chunk_size}")
@@ -96,10 +96,11 @@ class WeightPublisher:
         return self._publisher.topic
 
     def after_update(self) -> int | None:
-        """Call once per learner update; publishes on every K-th. Returns the version published, if any."""
+        """Call once per learner update; publishes on every K-th (never when K is None: only `publish_now`).
+        Returns the version published, if any."""
         with self._lock:
             self._updates += 1
-            due = self._updates % self.every_k_updates == 0
+            due = self.every_k_updates is not None and self._updates % self.every_k_updates == 0
         return self.publish_now() if due else None
 
     def publish_now(self) -> int:

@@ -5,7 +5,7 @@ its objects to a MuJoCo scene, draws a seeded random start, reads object states 
 scores them (dense reward, success, failure) and has a scripted expert acting in the normalised
 Cartesian action space of `user.robots.arm.ArmRobot`.
 
-Importing this package sets MUJOCO_GL=egl when unset (as `user.robots.sim` does), since it imports mujoco
+Importing this package sets MUJOCO_GL=egl when unset (as `user.sim` does), since it imports mujoco
 and MuJoCo picks its OpenGL backend at import time; headless rendering needs egl or osmesa.
 """
 

@@ -5,7 +5,7 @@ the world only through `TaskWorld` (object poses and joint positions), and they 
 normalised Cartesian action of `ArmRobot` (`[dx, dy, dz, droll, dpitch, dyaw, gripper]`). Orientation
 targets use the canonical tool frame (z along the approach direction, x along the finger closing
 direction): `TOOL_DOWN` points the tool at the table with the fingers closing along the base x axis,
-on any arm whose simulation model follows that contract (see `user.robots.sim.arm_model`).
+on any arm whose simulation model follows that contract (see `user.sim.arm_model`).
 
 The base frame of the robot is the world frame of the scene; the table top is the plane z = 0.
 """
@@ -34,7 +34,7 @@ class TaskError(ValueError):
 
 
 class TaskWorld(Protocol):
-    """What a task may read and set in a simulated world (implemented by `user.robots.sim.world.World`)."""
+    """What a task may read and set in a simulated world (implemented by `user.sim.world.World`)."""
 
     def object_pose(self, name: str) -> Vec:
         """(7,) position + xyzw quaternion of a free body, base frame."""

@@ -9,8 +9,8 @@ import mujoco
 import numpy as np
 
 from user.config import setting
-from user.robots.sim.arm_model import ArmModel
-from user.robots.sim.errors import SimError
+from user.sim.arm_model import ArmModel
+from user.sim.errors import SimError
 from user.tasks.base import Task
 
 FRONT_CAMERA = "front"

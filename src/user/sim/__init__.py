@@ -16,17 +16,17 @@ import os
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from user.robots.pacing import DeadlinePacer, PacingStats
-from user.robots.sim.arm_model import ArmModel
-from user.robots.sim.arm_sim import ArmSim, ArmSimConfig
-from user.robots.sim.arx_sim import ArxSim
-from user.robots.sim.cameras import CameraConfig, Frame, SimCameras, SimFrameSource
-from user.robots.sim.controller import OperationalSpaceController, OscConfig
-from user.robots.sim.errors import IkError, RenderError, SimAssetError, SimError, SimUnstableError
-from user.robots.sim.franka_model import fr3_model
-from user.robots.sim.franka_sim import FrankaSim
-from user.robots.sim.joint_control import JointControlConfig
-from user.robots.sim.robot import SimArxRobot, SimFrankaRobot, SimRobotConfig
-from user.robots.sim.scene import SceneConfig
+from user.sim.arm_model import ArmModel
+from user.sim.arm_sim import ArmSim, ArmSimConfig
+from user.sim.arx_sim import ArxSim
+from user.sim.cameras import CameraConfig, Frame, SimCameras, SimFrameSource
+from user.sim.controller import OperationalSpaceController, OscConfig
+from user.sim.errors import IkError, RenderError, SimAssetError, SimError, SimUnstableError
+from user.sim.franka_model import fr3_model
+from user.sim.franka_sim import FrankaSim
+from user.sim.joint_control import JointControlConfig
+from user.sim.robot import SimArxRobot, SimFrankaRobot, SimRobotConfig
+from user.sim.scene import SceneConfig
 
 __all__ = [
     "ArmModel",

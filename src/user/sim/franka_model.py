@@ -17,8 +17,8 @@ from pathlib import Path
 
 import mujoco
 
-from user.robots.sim.arm_model import ArmModel
-from user.robots.sim.errors import SimAssetError
+from user.sim.arm_model import ArmModel
+from user.sim.errors import SimAssetError
 
 JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
 MOTORS = tuple(f"fr3_motor{i}" for i in range(1, 8))

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from user.robots.sim.cameras import CameraConfig
-from user.robots.sim.errors import RenderError, SimUnstableError
-from user.robots.sim.franka_sim import FrankaSim
-from user.robots.sim.robot import SimFrankaRobot, SimRobotConfig
+from user.sim.cameras import CameraConfig
+from user.sim.errors import RenderError, SimUnstableError
+from user.sim.franka_sim import FrankaSim
+from user.sim.robot import SimFrankaRobot, SimRobotConfig
 
 WAIT_S = 10.0  # deadline for the render thread to catch up (a shared 2-core machine can be slow)
 

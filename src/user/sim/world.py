@@ -10,7 +10,7 @@ import mujoco
 import numpy as np
 import numpy.typing as npt
 
-from user.robots.sim.errors import SimError
+from user.sim.errors import SimError
 
 Vec = npt.NDArray[np.float64]
 

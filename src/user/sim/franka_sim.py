@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from user.robots.sim.arm_sim import ArmSim, ArmSimConfig
-from user.robots.sim.franka_model import fr3_model
+from user.sim.arm_sim import ArmSim, ArmSimConfig
+from user.sim.franka_model import fr3_model
 from user.tasks.base import Task
 
 

@@ -12,8 +12,8 @@ from user.bus.base import LATCHED
 from user.bus.zenoh_bus import ZenohBus
 from user.node.node import Node
 from user.robots.estop import EStopTopic
-from user.robots.sim.robot import SimFrankaRobot
 from user.robots.watchdog import ActionWatchdog, drive_once
+from user.sim.robot import SimFrankaRobot
 
 STILL_M = 1e-3  # TCP displacement that counts as "did not move"
 PUSH = np.array([1.0, 0, 0, 0, 0, 0, 1.0], dtype=np.float32)  # move +x at the per-step limit, gripper open

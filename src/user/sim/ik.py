@@ -10,7 +10,7 @@ import mujoco
 import numpy as np
 import numpy.typing as npt
 
-from user.robots.sim.errors import IkError
+from user.sim.errors import IkError
 
 MAX_ITERATIONS = 300
 DAMPING = 1e-4  # lambda^2 of the damped least squares step

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from user.robots.sim.robot import SimFrankaRobot
+from user.sim.robot import SimFrankaRobot
 
 
 def _rollout(robot: SimFrankaRobot, seed: int, steps: int) -> list[np.ndarray]:

@@ -30,8 +30,8 @@ import mujoco
 import numpy as np
 import numpy.typing as npt
 
-from user.robots.sim.arm_model import ArmModel
-from user.robots.sim.errors import SimAssetError
+from user.sim.arm_model import ArmModel
+from user.sim.errors import SimAssetError
 
 Vec = npt.NDArray[np.float64]
 VARIANTS = ("L5", "X5")
@@ -201,6 +201,43 @@ def _add_link_geom(body: mujoco.MjsBody, end: Vec, radius: float) -> None:
     body.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=fromto, size=[radius, 0, 0], rgba=colour, **common)
 
 
+def _add_finger(link6: mujoco.MjsBody, side: str, sign: float, pad_x: float, colour: list[float]) -> None:
+    """One sliding finger of the gripper: its joint, its pad and the bar that holds the pad."""
+    finger = link6.add_body(name=f"arx_{side}_finger", pos=[0.0, 0.0, 0.0])
+    finger.add_joint(
+        name=f"arx_{side}_finger_joint",
+        type=mujoco.mjtJoint.mjJNT_SLIDE,
+        axis=[0.0, sign, 0.0],
+        range=[0.0, FINGER_TRAVEL],
+        armature=0.01,
+        damping=2.0,
+    )
+    y = sign * (PAD_GAP + PAD_HALF[1])
+    finger.add_geom(
+        name=f"arx_{side}_pad",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=list(PAD_HALF),
+        pos=[pad_x, y, 0.0],
+        rgba=colour,
+        mass=0.05,
+        friction=[1.5, 0.01, 0.0001],
+        condim=4,
+        contype=ARM_CONTYPE,
+        conaffinity=1,
+        group=VISUAL_GROUP,
+    )
+    finger.add_geom(
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[(pad_x - PAD_HALF[0] - 0.11) / 2, PAD_HALF[1], PAD_HALF[2]],
+        pos=[(pad_x - PAD_HALF[0] + 0.11) / 2, y, 0.0],
+        rgba=colour,
+        mass=0.02,
+        contype=ARM_CONTYPE,
+        conaffinity=1,
+        group=VISUAL_GROUP,
+    )
+
+
 def _add_gripper(spec: mujoco.MjSpec, link6: mujoco.MjsBody) -> None:
     dark = [0.18, 0.18, 0.2, 1.0]
     link6.add_geom(
@@ -216,39 +253,7 @@ def _add_gripper(spec: mujoco.MjSpec, link6: mujoco.MjsBody) -> None:
     )
     pad_x = TCP_OFFSET - PAD_HALF[0] + 0.005  # pads reach 5 mm past the TCP
     for side, sign in (("left", 1.0), ("right", -1.0)):
-        finger = link6.add_body(name=f"arx_{side}_finger", pos=[0.0, 0.0, 0.0])
-        finger.add_joint(
-            name=f"arx_{side}_finger_joint",
-            type=mujoco.mjtJoint.mjJNT_SLIDE,
-            axis=[0.0, sign, 0.0],
-            range=[0.0, FINGER_TRAVEL],
-            armature=0.01,
-            damping=2.0,
-        )
-        y = sign * (PAD_GAP + PAD_HALF[1])
-        finger.add_geom(
-            name=f"arx_{side}_pad",
-            type=mujoco.mjtGeom.mjGEOM_BOX,
-            size=list(PAD_HALF),
-            pos=[pad_x, y, 0.0],
-            rgba=dark,
-            mass=0.05,
-            friction=[1.5, 0.01, 0.0001],
-            condim=4,
-            contype=ARM_CONTYPE,
-            conaffinity=1,
-            group=VISUAL_GROUP,
-        )
-        finger.add_geom(
-            type=mujoco.mjtGeom.mjGEOM_BOX,
-            size=[(pad_x - PAD_HALF[0] - 0.11) / 2, PAD_HALF[1], PAD_HALF[2]],
-            pos=[(pad_x - PAD_HALF[0] + 0.11) / 2, y, 0.0],
-            rgba=dark,
-            mass=0.02,
-            contype=ARM_CONTYPE,
-            conaffinity=1,
-            group=VISUAL_GROUP,
-        )
+        _add_finger(link6, side, sign, pad_x, dark)
     tcp_quat = np.zeros(4)
     mujoco.mju_mat2Quat(tcp_quat, _TOOL_IN_LINK6.reshape(-1))
     link6.add_site(name="tcp", pos=[TCP_OFFSET, 0.0, 0.0], quat=tcp_quat.tolist(), size=[0.005, 0.0, 0.0])

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from user.robots.sim.cameras import CameraConfig
-from user.robots.sim.robot import SimArxRobot, arx_config
+from user.sim.cameras import CameraConfig
+from user.sim.robot import SimArxRobot, arx_config
 from user.tasks.episode import evaluate
 
 SEEDS = range(40)

@@ -22,12 +22,12 @@ import numpy.typing as npt
 
 from user.config import setting
 from user.robots.base import ArmState
-from user.robots.sim.arm_model import ArmModel
-from user.robots.sim.controller import OperationalSpaceController, OscConfig
-from user.robots.sim.errors import SimError, SimUnstableError, route_mujoco_warnings_to_logging
-from user.robots.sim.ik import solve_ik
-from user.robots.sim.scene import SceneConfig, compose_scene
-from user.robots.sim.world import World, wxyz_to_xyzw, xyzw_to_wxyz
+from user.sim.arm_model import ArmModel
+from user.sim.controller import OperationalSpaceController, OscConfig
+from user.sim.errors import SimError, SimUnstableError, route_mujoco_warnings_to_logging
+from user.sim.ik import solve_ik
+from user.sim.scene import SceneConfig, compose_scene
+from user.sim.world import World, wxyz_to_xyzw, xyzw_to_wxyz
 from user.tasks.base import Task, TaskStart, TaskState
 
 Vec = npt.NDArray[np.float64]

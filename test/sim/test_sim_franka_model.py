@@ -8,9 +8,9 @@ import mujoco
 import numpy as np
 import pytest
 
-from user.robots.sim import franka_model
-from user.robots.sim.errors import SimAssetError
-from user.robots.sim.franka_model import fr3_model, load_fr3_spec
+from user.sim import franka_model
+from user.sim.errors import SimAssetError
+from user.sim.franka_model import fr3_model, load_fr3_spec
 from user.tasks.base import TOOL_DOWN
 
 

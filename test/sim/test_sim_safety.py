@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from user.robots.safety import SafetyConfig
-from user.robots.sim.robot import SimFrankaRobot
+from user.sim.robot import SimFrankaRobot
 
 STILL_M = 1e-3  # TCP displacement that counts as "did not move"
 STEPS = 5

@@ -16,9 +16,9 @@ import math
 import numpy as np
 
 from user.robots.base import ArmState
-from user.robots.sim.arm_sim import ArmController, ArmSim, ArmSimConfig
-from user.robots.sim.arx_model import arx_model
-from user.robots.sim.joint_control import JointControlConfig, JointPdController
+from user.sim.arm_sim import ArmController, ArmSim, ArmSimConfig
+from user.sim.arx_model import arx_model
+from user.sim.joint_control import JointControlConfig, JointPdController
 from user.tasks.base import Task
 
 _log = logging.getLogger(__name__)

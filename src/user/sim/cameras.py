@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from user.config import setting
-from user.robots.sim.errors import RenderError
+from user.sim.errors import RenderError
 
 _log = logging.getLogger(__name__)
 _IDLE_WAIT_S = 0.1  # the render thread re-checks for shutdown this often when idle

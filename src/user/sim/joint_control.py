@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from user.config import setting
-from user.robots.sim.errors import SimError
+from user.sim.errors import SimError
 
 Vec = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]

@@ -6,7 +6,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from user.robots.sim.arx_model import (
+from user.sim.arx_model import (
     HOME,
     JOINT_MAX,
     JOINT_MIN,

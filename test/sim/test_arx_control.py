@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from user.robots.rotations import angle_between, apply_rotvec
-from user.robots.sim.arx_sim import ArxSim
-from user.robots.sim.cameras import CameraConfig
-from user.robots.sim.robot import SimFrankaRobot, arx_config
+from user.sim.arx_sim import ArxSim
+from user.sim.cameras import CameraConfig
+from user.sim.robot import SimFrankaRobot, arx_config
 from user.tasks.base import TOOL_DOWN
 
 POSITION_TOL = 1e-3  # m

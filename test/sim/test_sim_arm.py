@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from user.robots.sim.arm_sim import ArmSimConfig
-from user.robots.sim.errors import IkError, SimError, SimUnstableError
-from user.robots.sim.franka_sim import FrankaSim
+from user.sim.arm_sim import ArmSimConfig
+from user.sim.errors import IkError, SimError, SimUnstableError
+from user.sim.franka_sim import FrankaSim
 from user.tasks.base import TOOL_DOWN, TaskStart
 from user.tasks.peg_insertion import PegInsertion
 

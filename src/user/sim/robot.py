@@ -22,13 +22,13 @@ from user.robots.base import ArmState, NotConnectedError, RobotDescriptor
 from user.robots.embodiments import embodiment_of
 from user.robots.pacing import DeadlinePacer, PacingStats
 from user.robots.safety import SafetyConfig
-from user.robots.sim.arm_sim import ArmSim, ArmSimConfig
-from user.robots.sim.arx_model import arx_model
-from user.robots.sim.arx_sim import ARX_TASK_PARAMS, ARX_VARIANTS, ArxSim
-from user.robots.sim.cameras import CameraConfig, Frame, SimCameras
-from user.robots.sim.franka_model import fr3_model
-from user.robots.sim.franka_sim import FrankaSim
-from user.robots.sim.joint_control import JointControlConfig
+from user.sim.arm_sim import ArmSim, ArmSimConfig
+from user.sim.arx_model import arx_model
+from user.sim.arx_sim import ARX_TASK_PARAMS, ARX_VARIANTS, ArxSim
+from user.sim.cameras import CameraConfig, Frame, SimCameras
+from user.sim.franka_model import fr3_model
+from user.sim.franka_sim import FrankaSim
+from user.sim.joint_control import JointControlConfig
 from user.tasks.base import ActionScale, Task, TaskState
 from user.tasks.registry import make_task
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from user.config import ConfigError, from_mapping
-from user.robots.sim.robot import SimFrankaRobot, SimRobotConfig
+from user.sim.robot import SimFrankaRobot, SimRobotConfig
 from user.tasks import PickPlace
 
 

@@ -1,0 +1,149 @@
+"""The learner's ROS-free core without any bus: the buffer it opens for each algorithm and mode, sync-mode
+training phases sized by the update-to-data ratio, counters, publication through a sink, and resume."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from test.buffer import factories as f
+from test.conftest import wait_until
+from user.algorithms.hg_dagger import HGDaggerConfig
+from user.algorithms.rlpd import RLPDConfig
+from user.algorithms.sac import SACConfig
+from user.buffer.config import BufferConfig, SamplerConfig
+from user.learner.config import LearningConfig, PacingConfig
+from user.learner.session import LearningSession, SessionConfig, SyncSchedule, learner_buffer_config
+from user.policies.mlp import MLPPolicyConfig
+
+pytestmark = pytest.mark.timeout(60)
+
+BATCH = 16
+
+
+def _learning(algorithm: str = "sac") -> LearningConfig:
+    return LearningConfig(
+        mlp=MLPPolicyConfig(state_dim=f.STATE_DIM, action_dim=f.ACTION_DIM, hidden=(16, 16)),
+        algorithm=algorithm,  # type: ignore[arg-type]
+        sac=SACConfig(batch_size=BATCH, num_critics=2, critic_hidden=(16, 16)),
+        rlpd=RLPDConfig(batch_size=BATCH, utd_ratio=4, demo_ratio=0.25, critic_hidden=(16, 16)),
+        exclude_state_prefixes=(),
+    )
+
+
+class Sink:
+    """Counts what the session asks to publish; versions go up by one like the real publisher's."""
+
+    def __init__(self, every: int | None = None) -> None:
+        self.version = 0
+        self.every = every
+        self.updates = 0
+        self.published = threading.Event()
+
+    def after_update(self) -> int | None:
+        self.updates += 1
+        return self.publish_now() if self.every and self.updates % self.every == 0 else None
+
+    def publish_now(self) -> int:
+        self.version += 1
+        self.published.set()
+        return self.version
+
+
+def _session(run: Path, mode: str = "sync", **pacing: object) -> LearningSession:
+    return LearningSession(
+        SessionConfig(
+            run_dir=run,
+            learning=_learning(),
+            pacing=PacingConfig(mode=mode, min_transitions=10, **pacing),  # type: ignore[arg-type]
+            buffer=BufferConfig(prefetch=0),
+            checkpoint_period_s=0.0,
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "kind", "demo_ratio"),
+    [("sac", "uniform", 0.5), ("rlpd", "demo_ratio", 0.25), ("hg_dagger", "intervention", 0.5)],
+)
+def test_each_algorithm_gets_its_own_sampler_from_a_uniform_one(algorithm: str, kind: str, demo_ratio: float) -> None:
+    learning = replace(_learning(algorithm), hg_dagger=HGDaggerConfig())
+    config = learner_buffer_config(learning, PacingConfig(), BufferConfig(sampler=SamplerConfig(kind="uniform")))
+    assert (config.sampler.kind, config.sampler.demo_ratio) == (kind, demo_ratio)
+    chosen = BufferConfig(sampler=SamplerConfig(kind="recent", window=7))
+    assert learner_buffer_config(learning, PacingConfig(), chosen).sampler == chosen.sampler  # a choice is kept
+
+
+def test_async_limits_samples_per_insert_to_the_ratio_and_sync_sizes_phases_itself() -> None:
+    learning = _learning("rlpd")  # 16 rows per call, split into 4 gradient steps: 4 rows per gradient step
+    buffer = BufferConfig(prefetch=3)
+    live = learner_buffer_config(learning, PacingConfig(mode="async", updates_per_step=2.0, min_transitions=9), buffer)
+    assert live.rate_limiter.samples_per_insert == pytest.approx(2.0 * 4)
+    assert (live.rate_limiter.min_size, live.batch_size, live.prefetch) == (9, BATCH, 3)
+    assert live.rate_limiter.error_buffer == max(buffer.rate_limiter.error_buffer, BATCH)
+    phased = learner_buffer_config(learning, PacingConfig(mode="sync", updates_per_step=2.0), buffer)
+    assert phased.rate_limiter.samples_per_insert == 0.0 and phased.prefetch == 0
+
+
+def test_the_sync_schedule_carries_fractions_of_update_calls_over() -> None:
+    schedule = SyncSchedule(updates_per_step=0.3, gradient_steps_per_update=2)  # 0.15 calls per step
+    assert [schedule.calls_for(10) for _ in range(4)] == [1, 2, 1, 2]  # 1.5, 3.0, 4.5, 6.0 calls in all
+    assert schedule.owed == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_sync_session_trains_after_each_episode_and_publishes(tmp_path: Path) -> None:
+    session = _session(tmp_path, "sync", updates_per_step=0.5)
+    sink = Sink()
+    try:
+        assert session.start(sink) == 1
+        for t in f.episode("r", 0, steps=8, images=False):  # below min_transitions: only releases the robots
+            session.add(t)
+        assert wait_until(lambda: sink.version == 2, 10.0) and session.trainer.counters.update_calls == 0
+        for t in f.episode("r", 1, steps=12, images=False, success=True):
+            session.add(t)
+        assert wait_until(lambda: sink.version == 3, 10.0)
+        assert session.trainer.counters.update_calls == 6  # 12 steps x 0.5 gradient steps, 1 per call
+        c = session.counters
+        assert (c.episodes, c.successes, c.env_steps, c.policy_version) == (2, 1, 20, 3)
+        assert session.buffer.sampler.policy_version == 3  # the sampler knows how stale each row is
+        report = session.report()
+        assert report.buffered == 20 and report.values["episodes"] == 2.0 and report.values["update_calls"] == 6.0
+    finally:
+        session.close()
+    assert (tmp_path / "checkpoints" / "latest.pt").exists() and (tmp_path / "progress.csv").exists()
+
+
+def test_a_resent_episode_is_stored_once(tmp_path: Path) -> None:
+    session = _session(tmp_path)
+    try:
+        session.start(Sink())
+        steps = f.episode("r", 4, steps=5, images=False)
+        assert session.add_episode(steps) is True and session.add_episode(steps) is False
+        assert (session.counters.episodes, session.counters.env_steps, len(session.buffer)) == (1, 5, 5)
+    finally:
+        session.close()
+
+
+def test_a_resumed_session_continues_counts_sampler_and_limiter(tmp_path: Path) -> None:
+    first = _session(tmp_path, "async", updates_per_step=0.25)
+    sink = Sink(every=2)
+    first.start(sink)
+    for e in range(3):
+        for t in f.episode("r", e, steps=10, images=False):
+            first.add(t)
+    assert wait_until(lambda: first.trainer.counters.update_calls >= 4, 20.0)
+    first.close()
+    calls, samples = first.trainer.counters.update_calls, first.buffer.rate_limiter.samples
+    again = _session(tmp_path, "async", updates_per_step=0.5)  # a changed ratio applies from now on
+    try:
+        assert again.resumed and again.trainer.counters.update_calls == calls
+        assert again.counters.episodes == 3 and again.counters.env_steps == 30
+        limiter = again.buffer.rate_limiter
+        assert (limiter.inserts, limiter.samples) == (30, samples)
+        assert limiter.samples_per_insert == pytest.approx(0.5 * BATCH)
+        assert again.buffer.sampler.state_dict() == first.buffer.sampler.state_dict()
+    finally:
+        again.close()
