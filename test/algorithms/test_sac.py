@@ -10,8 +10,10 @@ import torch
 
 from test.algorithms.factories import fixed_batch
 from user.algorithms.base import AlgorithmError, TorchBatch, to_torch
+from user.algorithms.critics import EnsembleLayerNorm
 from user.algorithms.sac import SAC, SACConfig, actor_loss, critic_loss, td_target, temperature_loss
 from user.config import ConfigError, from_mapping
+from user.policies.base import TensorObs
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
 
 
@@ -386,3 +388,40 @@ def test_an_actor_regulariser_is_minimised_with_the_actor_loss_and_reported() ->
     for _ in range(20):
         losses, _ = sac.actor_step(batch)
     assert losses["pull"] < 0.5 * first
+
+
+def _image_batch(n: int = 6) -> TorchBatch:
+    g = torch.Generator().manual_seed(5)
+    obs = TensorObs(torch.randn(n, 3, generator=g), {"wrist": torch.rand(n, 3, 12, 12, generator=g)})
+    nxt = TensorObs(torch.randn(n, 3, generator=g), {"wrist": torch.rand(n, 3, 12, 12, generator=g)})
+    return TorchBatch(
+        obs, torch.rand(n, 2, generator=g), torch.randn(n, generator=g), nxt, torch.zeros(n),
+        torch.arange(n) % 2 == 0, torch.arange(n) % 3 == 0,
+    )  # fmt: skip
+
+
+def test_drq_shifts_both_observations_images_reproducibly_and_nothing_else() -> None:
+    """What each gradient step trains on with `augmentation: drq`: the images of obs and next_obs randomly
+    shifted (from the algorithm's seeded generator, so two runs agree), every other field as sampled."""
+    batch = _image_batch()
+    assert _sac()._augment(batch) is batch  # augmentation "none": the batch as sampled
+    a, b = _sac(augmentation="drq", drq_pad=2), _sac(augmentation="drq", drq_pad=2)
+    out, again = a._augment(batch), b._augment(batch)
+    for side in ("obs", "next_obs"):
+        before, after = getattr(batch, side), getattr(out, side)
+        assert after.images["wrist"].shape == before.images["wrist"].shape
+        assert not torch.equal(after.images["wrist"], before.images["wrist"]), side
+        assert torch.equal(after.state, before.state)
+        assert torch.equal(after.images["wrist"], getattr(again, side).images["wrist"]), "seeded shifts"
+    for name in ("action", "reward", "terminated", "is_demo", "intervened"):
+        assert getattr(out, name) is getattr(batch, name), name
+    unshifted = _sac(augmentation="drq", drq_pad=0)._augment(batch)
+    assert torch.equal(unshifted.obs.images["wrist"], batch.obs.images["wrist"])
+
+
+@pytest.mark.parametrize("layer_norm", [True, False])
+def test_the_configured_learning_rates_and_critic_layer_norm_are_used(layer_norm: bool) -> None:
+    sac = _sac(actor_lr=1e-4, critic_lr=2e-4, temperature_lr=5e-4, critic_layer_norm=layer_norm)
+    lrs = [o.param_groups[0]["lr"] for o in (sac.actor_optim, sac.critic_optim, sac.temperature_optim)]
+    assert lrs == [1e-4, 2e-4, 5e-4]
+    assert any(isinstance(m, EnsembleLayerNorm) for m in sac.critic.modules()) is layer_norm

@@ -5,6 +5,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,12 +52,18 @@ def _die(w: EpisodeWriter) -> None:
     w.index.close()
 
 
-def _written(directory: Path, episodes: int, hook: Callable[[str], None] | None = None) -> None:
+def _written(
+    directory: Path,
+    episodes: int,
+    hook: Callable[[str], None] | None = None,
+    config: StorageConfig = CONFIG,
+    first: int = 0,
+) -> None:
     """`episodes` episodes of 3 steps written into one open segment by a writer that then died; an episode
     whose commit the hook interrupts is in the file but not in the index."""
     index = Index(directory, durable=False)
-    w = EpisodeWriter(DiskStorage(directory, index, CODEC, CONFIG), CONFIG, fault_hook=hook)
-    for e in range(episodes):
+    w = EpisodeWriter(DiskStorage(directory, index, CODEC, config), config, fault_hook=hook)
+    for e in range(first, first + episodes):
         with contextlib.suppress(Crash):
             w.add_episode(episode("arm", e, 3))
     _die(w)
@@ -275,3 +282,92 @@ def test_nothing_to_do_changes_nothing_and_logs_nothing(
     with caplog.at_level(logging.DEBUG, logger="user.buffer.recovery"):
         report = _recover(tmp_path, idx)
     assert report == RecoveryReport() and not report.changed and caplog.text == ""
+
+
+def test_the_summary_line_names_each_segment_and_metadata_comes_from_its_own_rows(
+    tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A closed segment of two episodes whose metadata.yaml is gone beside an open one of one episode."""
+    _written(tmp_path, 3, config=replace(CONFIG, segment_max_episodes=2))
+    (segment_path(tmp_path, SEG0).parent / METADATA_FILE).unlink()
+    idx = index()
+    with caplog.at_level(logging.WARNING, logger="user.buffer.recovery"):
+        report = _recover(tmp_path, idx)
+    assert report == RecoveryReport(rewritten=["seg_000001"], metadata_rebuilt=[SEG0])
+    summary = (
+        f"recovered {tmp_path}: rewrote ['seg_000001'], removed none, rolled forward none, "
+        "dropped 0 unreadable episodes"
+    )
+    assert summary in caplog.text.splitlines()[-1]
+    meta = read_metadata(segment_path(tmp_path, SEG0).parent)
+    assert meta.message_count == 2 * 5  # its own two episodes, not the open segment's
+    assert {t.name: t.message_count for t in meta.topics} == {EVENT_TOPIC: 4, TRANSITION_TOPIC: 6}
+    walls = [r.wall_ns for r in idx.transitions(stop=6)]
+    assert meta.starting_time_ns == min(e.start_wall_ns for e in idx.episodes(idx.segments()[0].id))
+    assert meta.starting_time_ns <= min(walls)
+
+
+def _two_open_segments(tmp_path: Path) -> None:
+    """Two writers that died one after the other, each with an open segment of one episode."""
+    _written(tmp_path, 1)
+    _written(tmp_path, 1, first=1)
+
+
+def test_lost_episodes_add_up_over_segments(
+    tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture
+) -> None:
+    _two_open_segments(tmp_path)
+    paths = [segment_path(tmp_path, name) for name in (SEG0, "seg_000001")]
+    for path in paths:
+        path.unlink()
+    idx = index()
+    with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
+        report = _recover(tmp_path, idx)
+    assert report == RecoveryReport(removed=[SEG0, "seg_000001"], dropped_episodes=2)
+    for name, path in zip((SEG0, "seg_000001"), paths, strict=True):
+        assert f"segment {name}: file {path} is missing; its 1 episodes are lost" in caplog.text
+
+
+def test_missing_and_unreadable_episodes_add_up_over_segments(
+    tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture
+) -> None:
+    """One segment's file is gone, the other's only episode is damaged: both episodes are counted lost."""
+    _two_open_segments(tmp_path)
+    segment_path(tmp_path, SEG0).unlink()
+    idx = index()
+    start = idx.episodes(idx.segments()[1].id)[0].start_event
+    with open(segment_path(tmp_path, "seg_000001"), "r+b") as f:
+        f.seek(start.offset)
+        f.write(b"\xff")
+    with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
+        report = _recover(tmp_path, idx)
+    assert report == RecoveryReport(removed=[SEG0, "seg_000001"], dropped_episodes=2)
+    assert "segment seg_000001: episode 1 unreadable (" in caplog.text and "dropping it and 0 later" in caplog.text
+
+
+def test_an_episode_without_any_transition_rows_is_dropped_not_fatal(
+    tmp_path: Path, index: Callable[[], Index]
+) -> None:
+    _written(tmp_path, 2)
+    idx = index()
+    with idx.transaction() as db:
+        db.execute("DELETE FROM transitions WHERE episode = 1")
+    report = _recover(tmp_path, idx)
+    assert report.dropped_episodes == 1 and _episode_ids_readable(tmp_path, idx) == [0, 0, 0]
+
+
+def test_the_rewritten_file_is_made_durable_once_when_it_is_finished(
+    tmp_path: Path, index: Callable[[], Index], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _written(tmp_path, 3)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    _recover(tmp_path, index())
+    path = segment_path(tmp_path, SEG0)
+    assert synced.count(str(path.with_name(path.name + RECOVERING_SUFFIX))) == 1
