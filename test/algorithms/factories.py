@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+from user.algorithms.base import TorchBatch
+from user.algorithms.sac import SAC
 from user.buffer.batch import TransitionBatch
 
 
@@ -33,3 +36,16 @@ def fixed_batch(
         images=pixels,
         next_images=next_pixels,
     )
+
+
+def spy_critic_steps(sac: SAC) -> list[TorchBatch]:
+    """Record the batch of every critic step `sac` (or an RLPD) takes from now on."""
+    seen: list[TorchBatch] = []
+    step = sac.critic_step
+
+    def spy(batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        seen.append(batch)
+        return step(batch)
+
+    sac.critic_step = spy  # type: ignore[method-assign]
+    return seen

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from test.algorithms.factories import fixed_batch
-from user.algorithms.base import AlgorithmError, TorchBatch, to_torch
+from test.algorithms.factories import fixed_batch, spy_critic_steps
+from user.algorithms.base import AlgorithmError, to_torch
 from user.algorithms.critics import EnsembleLayerNorm, EnsembleLinear, EnsembleQ
 from user.algorithms.rlpd import RLPD, RLPDConfig, _rows, concat_batches
 from user.algorithms.sac import SACConfig
@@ -196,22 +196,10 @@ def test_batches_with_different_cameras_are_not_mixed() -> None:
         concat_batches(online, demo)
 
 
-def _slices(rlpd: RLPD) -> list[TorchBatch]:
-    seen: list[TorchBatch] = []
-    step = rlpd.critic_step
-
-    def spy(batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        seen.append(batch)
-        return step(batch)
-
-    rlpd.critic_step = spy  # type: ignore[method-assign]
-    return seen
-
-
 def test_update_shuffles_the_mix_so_every_critic_step_sees_demos_and_online_rows() -> None:
     online, demo = _kinds(16, 16)
     rlpd, again = _rlpd(utd_ratio=4, num_critics=2), _rlpd(utd_ratio=4, num_critics=2)
-    seen, seen_again = _slices(rlpd), _slices(again)
+    seen, seen_again = spy_critic_steps(rlpd), spy_critic_steps(again)
     for _ in range(2):
         stats = rlpd.update_mixed(online, demo)
         again.update_mixed(online, demo)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from test.algorithms.factories import fixed_batch
+from test.algorithms.factories import fixed_batch, spy_critic_steps
 from user.algorithms.base import AlgorithmError, TorchBatch, to_torch
 from user.algorithms.critics import EnsembleLayerNorm
 from user.algorithms.sac import SAC, SACConfig, actor_loss, critic_loss, td_target, temperature_loss
@@ -239,23 +239,10 @@ def test_alpha_grows_when_the_policy_entropy_is_below_the_target(target_entropy:
     assert (sac.alpha > 0.5) == grows
 
 
-def _spy_critic_steps(sac: SAC) -> list[TorchBatch]:
-    """Record the batch of every critic step."""
-    seen: list[TorchBatch] = []
-    step = sac.critic_step
-
-    def spy(batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        seen.append(batch)
-        return step(batch)
-
-    sac.critic_step = spy  # type: ignore[method-assign]
-    return seen
-
-
 def test_utd_ratio_splits_the_batch_into_that_many_critic_steps() -> None:
     sac = _sac(utd_ratio=3)
     batch = fixed_batch(12)
-    seen = _spy_critic_steps(sac)
+    seen = spy_critic_steps(sac)
     stats = sac.update(batch)
     assert [len(b) for b in seen] == [4, 4, 4]
     assert torch.equal(torch.cat([b.reward for b in seen]), torch.as_tensor(batch.reward))  # every row once

@@ -12,6 +12,7 @@ import pytest
 from mcap.reader import make_reader
 
 from test.buffer.factories import episode
+from test.buffer.fsyncs import record_fsyncs
 from user.buffer.config import StorageConfig
 from user.buffer.index import Index
 from user.buffer.metadata import METADATA_FILE, read_metadata
@@ -360,14 +361,7 @@ def test_the_rewritten_file_is_made_durable_once_when_it_is_finished(
     tmp_path: Path, index: Callable[[], Index], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _written(tmp_path, 3)
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    synced = record_fsyncs(monkeypatch)
     _recover(tmp_path, index())
     path = segment_path(tmp_path, SEG0)
     assert synced.count(str(path.with_name(path.name + RECOVERING_SUFFIX))) == 1

@@ -11,6 +11,7 @@ import pytest
 from mcap.reader import make_reader
 
 from test.buffer.factories import episode, transition
+from test.buffer.fsyncs import record_fsyncs
 from user.buffer.config import StorageConfig
 from user.buffer.errors import BufferError
 from user.buffer.index import Index, TransitionRow
@@ -343,14 +344,7 @@ def test_the_fsync_policy_reaches_the_segment_and_metadata(
 ) -> None:
     """(policy, the MCAP file fsynced per episode, it and metadata.yaml fsynced when the segment closes)"""
     policy, per_episode, at_close = case
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    synced = record_fsyncs(monkeypatch)
     w = _writer(tmp_path, fsync=policy)
     writers.append(w)
     w.add_episode(episode("arm", 0, 2))

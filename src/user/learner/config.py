@@ -91,7 +91,8 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
         build=lambda c, policy: RLPD(policy, c.rlpd, seed=c.seed),
         batch_size=lambda c: c.rlpd.batch_size,
         gradient_steps=lambda c: c.rlpd.utd_ratio,
-        sampler=lambda c, s: replace(s, kind="demo_ratio", demo_ratio=c.rlpd.demo_ratio),  # half demos, half online
+        # demonstrations mixed into every batch at RLPD's own ratio
+        sampler=lambda c, s: replace(s, kind="demo_ratio", demo_ratio=c.rlpd.demo_ratio),
     ),
     "sac": AlgorithmEntry(
         build=lambda c, policy: SAC(policy, c.sac, seed=c.seed),

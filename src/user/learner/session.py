@@ -101,7 +101,6 @@ class SessionStats:
     counters: LearnerCounters
     buffered: int
     gradient_steps_per_s: float
-    idle_fraction: float
     values: dict[str, float] = field(default_factory=dict)  # named values for the stats message
 
 
@@ -131,7 +130,6 @@ class LearningSession:
         self._lock = threading.Lock()  # counters and buffer writes (bus threads) vs. reports
         self._sink: WeightSink | None = None
         self._last_checkpoint = time.monotonic()
-        self._last_report = (time.monotonic(), 0)
         self._sync_work: queue.Queue[int] = queue.Queue()
         self._sync = SyncSchedule(config.pacing.updates_per_step, learning.gradient_steps_per_update)
         self._sync_thread: threading.Thread | None = None
@@ -281,16 +279,15 @@ class LearningSession:
         with self._lock:
             counters = replace(self.counters)
             buffered = len(self.buffer)
-        idle = self.trainer.idle_fraction()
         values = {
             **c.last,
             "update_calls": float(c.update_calls),
             "episodes": float(counters.episodes),
             "successes": float(counters.successes),
-            "idle_fraction": idle,
+            "idle_fraction": self.trainer.idle_fraction(),
         }
         self.progress.write(time.time(), c, counters, buffered, rate)
-        return SessionStats(c, counters, buffered, rate, idle, values)
+        return SessionStats(c, counters, buffered, rate, values)
 
     def buffer_info(self) -> BufferInfo:
         with self._lock:
