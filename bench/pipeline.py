@@ -73,8 +73,8 @@ import yaml
 from user.bus.router import router_reachable
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings
-from user.interfaces.episodes import EpisodeEvent, EpisodeKind, episode_event_from_msg
-from user.node.node import Node
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_from_msg
+from user.runtime.node import Node
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "config" / "default.yaml"

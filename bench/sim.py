@@ -32,7 +32,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco is imported
 
 import numpy as np
 
-from user.sim.cameras import CameraConfig
+from user.sim.cameras import SimCameraConfig
 from user.sim.robot import SimFrankaRobot, SimRobotConfig
 
 RATE_HZ = 10.0
@@ -46,15 +46,15 @@ TASK = "peg_insertion"
 @dataclass(frozen=True)
 class Setup:
     label: str
-    cameras: CameraConfig
+    cameras: SimCameraConfig
     visual: str = "lowpoly"
 
 
 SETUPS = (
-    Setup("no cameras", CameraConfig(names=())),
-    Setup("2 cams inline, low-poly", CameraConfig(mode="inline")),
-    Setup("2 cams inline, full meshes", CameraConfig(mode="inline"), visual="full"),
-    Setup("2 cams render thread", CameraConfig(mode="thread")),
+    Setup("no cameras", SimCameraConfig(names=())),
+    Setup("2 cams inline, low-poly", SimCameraConfig(mode="inline")),
+    Setup("2 cams inline, full meshes", SimCameraConfig(mode="inline"), visual="full"),
+    Setup("2 cams render thread", SimCameraConfig(mode="thread")),
 )
 
 
@@ -115,7 +115,7 @@ def fast_mode(rounds: int, steps: int) -> dict[str, Trial]:
 
 
 def realtime_mode(steps: int) -> tuple[float, float, float, int, int]:
-    robot = make(Setup("rt", CameraConfig(mode="thread")), realtime=True)
+    robot = make(Setup("rt", SimCameraConfig(mode="thread")), realtime=True)
     try:
         robot.reset(0)
         robot.step(action(0))  # the first period includes renderer warm-up; leave it out

@@ -11,7 +11,7 @@ from test.algorithms.ring import RingBuffer
 from user.policies.base import PolicyInput
 from user.robots.base import ArmState
 from user.robots.safety import SafetyConfig
-from user.sim.cameras import CameraConfig
+from user.sim.cameras import SimCameraConfig
 from user.sim.robot import SimFrankaRobot, SimRobotConfig
 from user.tasks.base import TOOL_DOWN, Task, TaskState
 
@@ -35,7 +35,7 @@ SAFETY = SafetyConfig(
 
 
 def make_robot() -> tuple[SimFrankaRobot, Task]:
-    robot = SimFrankaRobot(SimRobotConfig(cameras=CameraConfig(names=()), safety=SAFETY))
+    robot = SimFrankaRobot(SimRobotConfig(cameras=SimCameraConfig(names=()), safety=SAFETY))
     robot.connect()
     assert robot.task is not None
     return robot, robot.task

@@ -32,7 +32,7 @@ from user.buffer.segments import (
 )
 from user.interfaces import default_codec
 from user.interfaces.domain import transition_to_msg
-from user.interfaces.episodes import EpisodeEvent, EpisodeKind, episode_event_to_msg
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
 
 CODEC = default_codec()
 

@@ -21,7 +21,7 @@ from user.buffer.storage import DiskStorage, segment_path
 from user.buffer.writer import EpisodeWriter, segment_name
 from user.interfaces import default_codec
 from user.interfaces.domain import Transition, transition_from_msg, transition_to_msg
-from user.interfaces.episodes import EpisodeKind, episode_event_from_msg
+from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
 
 CODEC = default_codec()
 

@@ -42,7 +42,7 @@ def test_making_a_ros_bus_without_ros_fails_clearly() -> None:
     assert proc.returncode == 2 and "needs rclpy" in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize("key", ["@user/node/robot_1/abc", "@user/hw/gpu0@cloud", "a b/%c"])
+@pytest.mark.parametrize("key", ["@user/runtime/robot_1/abc", "@user/hw/gpu0@cloud", "a b/%c"])
 def test_token_topics_are_valid_ros_names_and_reversible(key: str) -> None:
     topic = token_topic(key)
     assert topic.startswith(TOKEN_TOPIC_PREFIX)
@@ -51,7 +51,7 @@ def test_token_topics_are_valid_ros_names_and_reversible(key: str) -> None:
 
 
 def test_ros_runner_finds_the_kind_before_ros_args() -> None:
-    from user.node.ros_runner import split_kind
+    from user.runtime.ros_runner import split_kind
 
     kind, args = split_kind(["talker", "--ros-args", "-r", "__node:=t1"])
     assert kind == "talker" and args[-2:] == ["-r", "__node:=t1"]

@@ -15,7 +15,7 @@ from user.bus.ros_params import ParamKind, decode, encode, kind_of, ros_params
 from user.config.flat import flatten
 from user.config.strict import ConfigError, from_mapping, setting
 from user.deploy.deployment import load
-from user.node.kinds import KINDS, load_kind
+from user.runtime.kinds import KINDS, load_kind
 
 CONFIGS = sorted((REPO / "config").glob("*.yaml"))
 

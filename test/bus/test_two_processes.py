@@ -15,7 +15,7 @@ from test.conftest import REPO, wait_until
 from test.helpers.observations import make_observation
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import Observation, observation_from_msg
-from user.node.node import Node
+from user.runtime.node import Node
 
 COUNT = 1000
 

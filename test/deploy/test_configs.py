@@ -17,7 +17,7 @@ import pytest
 from user.config.strict import from_mapping
 from user.deploy.commands import flatten
 from user.deploy.deployment import CONFIG_DIR, Deployment, load
-from user.node.kinds import load_kind
+from user.runtime.kinds import load_kind
 
 CONFIGS = sorted(CONFIG_DIR.glob("*.yaml"))
 ROBOT_NAMING_KINDS = {"teleop", "pedal", "reward", "expert"}  # kinds with a single `robot_id` they act on

@@ -18,8 +18,8 @@ from user.deploy.commands import launches
 from user.deploy.deployment import load
 from user.deploy.ros_launch import prepare
 from user.deploy.run_dir import bind
-from user.node.kinds import load_kind
-from user.node.runner import ENV_SHUTDOWN_DEADLINE
+from user.runtime.kinds import load_kind
+from user.runtime.runner import ENV_SHUTDOWN_DEADLINE
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -108,6 +108,6 @@ def test_topic_and_token_names() -> None:
     assert name is not None and (name.kind, name.resource_id) == ("robot", "franka_left")
     assert parse_token_key("@user/hw/lidar/x") is None
     assert parse_token_key("@user/hw/robot/x/extra") is None
-    assert parse_token_key("@user/node/x") is None
+    assert parse_token_key("@user/runtime/x") is None
     with pytest.raises(InvalidDescriptorError):
         descriptor_topic("a/b")

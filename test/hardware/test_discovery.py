@@ -16,7 +16,7 @@ from test.conftest import user_cmd
 from user.bus.zenoh_bus import ZenohBus
 from user.hardware.registry import Registry
 from user.hardware.scheduler import MissingResourceError, Placement, place
-from user.node.node import Node
+from user.runtime.node import Node
 
 MakeBus = Callable[..., ZenohBus]
 DISCOVERY_DEADLINE_S = 30.0  # process start-up included

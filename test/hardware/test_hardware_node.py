@@ -13,9 +13,9 @@ from test.conftest import user_cmd
 from user.bus.zenoh_bus import ZenohBus
 from user.config.strict import ConfigError
 from user.hardware.registry import Registry
-from user.node.kinds import load_kind
-from user.node.node import Node
 from user.nodes.hardware import HardwareAnnouncer
+from user.runtime.kinds import load_kind
+from user.runtime.node import Node
 
 MakeBus = Callable[..., ZenohBus]
 

@@ -17,7 +17,7 @@ from user.hardware.errors import ResourcesNotFoundError
 from user.hardware.keys import descriptor_topic, token_key
 from user.hardware.registry import Registry, RegistryEvent
 from user.interfaces import default_codec
-from user.node.node import Node
+from user.runtime.node import Node
 
 MakeBus = Callable[..., ZenohBus]
 DEADLINE_S = 10.0  # generous: discovery takes milliseconds on one host

@@ -13,7 +13,7 @@ import numpy as np
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import EncodedImage, Observation
 from user.interfaces.images import encode_jpeg
-from user.node.node import Node
+from user.runtime.node import Node
 
 
 def make_image(seed: int) -> np.ndarray:

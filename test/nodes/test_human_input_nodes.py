@@ -13,11 +13,11 @@ import pytest
 from test.conftest import wait_until
 from user.bus.base import Bus
 from user.config.strict import ConfigError
-from user.node.node import Node
 from user.nodes.pedal import MODE_EPISODE_END, MODE_STEP, PedalNode, PedalParams
 from user.nodes.teleop import TeleopNode, TeleopParams
 from user.robot_loop.devices import DeviceError, SpaceMouseTeleop
 from user.robot_loop.gate import SOURCE_HUMAN
+from user.runtime.node import Node
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -21,7 +21,7 @@ import pytest
 from test.conftest import wait_until
 from user.buffer.rows import TransitionQuery
 from user.bus.zenoh_bus import ZenohBus
-from user.node.node import Node
+from user.runtime.node import Node
 
 pytest.importorskip("mujoco")
 pytestmark = pytest.mark.timeout(120)

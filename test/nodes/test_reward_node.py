@@ -32,7 +32,6 @@ from user.interfaces.domain import (
 )
 from user.interfaces.images import encode_jpeg
 from user.interfaces.stamps import header
-from user.node.node import Node
 from user.nodes.pedal import MODE_EPISODE_END, MODE_STEP, PedalNode
 from user.nodes.reward import RewardNode
 from user.rewards.base import RewardStep
@@ -40,6 +39,7 @@ from user.rewards.classifier import ClassifierConfig, SuccessClassifier
 from user.rewards.human import HumanPress, PressMode
 from user.rewards.online import HumanRewarder, StepRewarder
 from user.rewards.rule import RuleReward, RuleRewardConfig
+from user.runtime.node import Node
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -20,9 +20,9 @@ from test.conftest import user_cmd, wait_until
 from test.helpers.processes import LoggedProcess, started_processes
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import Transition, transition_from_msg
-from user.interfaces.episodes import EpisodeEvent, EpisodeKind, episode_event_from_msg
-from user.node.node import Node
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_from_msg
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
+from user.runtime.node import Node
 
 pytestmark = pytest.mark.timeout(60)
 

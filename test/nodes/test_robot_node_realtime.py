@@ -16,12 +16,12 @@ from test.conftest import wait_until
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import Action, Transition, action_to_msg, transition_from_msg
 from user.interfaces.stamps import header, now_ns
-from user.node.node import Node
 from user.nodes.expert import ExpertNode
 from user.nodes.pedal import MODE_EPISODE_END, MODE_STEP
 from user.nodes.robot import RobotNode
 from user.nodes.teleop import TeleopNode
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
+from user.runtime.node import Node
 
 pytestmark = pytest.mark.timeout(60)
 

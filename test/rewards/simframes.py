@@ -14,7 +14,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco is imported
 import numpy as np
 import numpy.typing as npt
 
-from user.sim.cameras import CameraConfig
+from user.sim.cameras import SimCameraConfig
 from user.sim.robot import SimFrankaRobot, SimRobotConfig
 
 SIZE = 64
@@ -24,7 +24,7 @@ AFTER_SUCCESS = 3
 
 def episode_frames(seeds: range, camera: str = "front") -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_]]:
     """(N, SIZE, SIZE, 3) frames and success labels over the given episode seeds."""
-    cams = CameraConfig(names=(camera,), width=SIZE, height=SIZE, mode="inline")
+    cams = SimCameraConfig(names=(camera,), width=SIZE, height=SIZE, mode="inline")
     robot = SimFrankaRobot(SimRobotConfig(task="peg_insertion", cameras=cams))
     frames: list[npt.NDArray[np.uint8]] = []
     labels: list[bool] = []

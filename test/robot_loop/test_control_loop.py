@@ -10,12 +10,12 @@ import pytest
 
 from user.interfaces.domain import Action, Observation
 from user.robot_loop import ActionGate, ControlLoop, EpisodeKind, Observer, TaskScorer, arm_and_task_state
-from user.robot_loop.episode import NoEpisodeError
+from user.robot_loop.control_loop import NoEpisodeError
 from user.robot_loop.gate import SOURCE_HOLD, SOURCE_HUMAN, SOURCE_SCRIPTED
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.privileged import ARM_NAMES
 from user.robots.safety import SafetyConfig
-from user.sim import CameraConfig, SimFrankaRobot, SimRobotConfig
+from user.sim import SimCameraConfig, SimFrankaRobot, SimRobotConfig
 
 
 class FakeClock:
@@ -28,7 +28,7 @@ class FakeClock:
 
 @pytest.fixture
 def robot() -> Iterator[SimFrankaRobot]:
-    r = SimFrankaRobot(SimRobotConfig(robot_id="arm", task="button_press", cameras=CameraConfig(names=())))
+    r = SimFrankaRobot(SimRobotConfig(robot_id="arm", task="button_press", cameras=SimCameraConfig(names=())))
     r.connect()
     yield r
     r.close()
@@ -114,7 +114,7 @@ def test_truncation_at_the_episode_length(robot: SimFrankaRobot) -> None:
 def test_transitions_store_the_chosen_action_not_the_safety_filtered_one() -> None:
     limited = SimFrankaRobot(
         SimRobotConfig(
-            robot_id="arm", task="button_press", cameras=CameraConfig(names=()), safety=SafetyConfig(gripper_max=0.0)
+            robot_id="arm", task="button_press", cameras=SimCameraConfig(names=()), safety=SafetyConfig(gripper_max=0.0)
         )
     )
     limited.connect()

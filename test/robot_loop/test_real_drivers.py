@@ -28,7 +28,6 @@ from test.robots.test_franka_ros import Franka2StandIn
 from user.bus.zenoh_bus import ZenohBus
 from user.config.strict import ConfigError, from_mapping
 from user.interfaces.domain import Action, Transition, action_to_msg, observation_from_msg, transition_from_msg
-from user.node.node import Node
 from user.nodes.robot import RobotNode, RobotNodeParams
 from user.rewards.rule import RuleReward, RuleRewardConfig
 from user.robot_loop import ActionGate, ControlLoop, Observer
@@ -39,6 +38,7 @@ from user.robot_loop.scoring import ExternalScorer, RuleScorer
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState
 from user.robots.safety import SafetyConfig
+from user.runtime.node import Node
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -22,7 +22,6 @@ from test.conftest import wait_until
 from user.bus.base import BEST_EFFORT, Bus
 from user.config import ConfigError, describe_settings, from_mapping
 from user.interfaces.stamps import header
-from user.node.node import Node
 from user.robots import rotations as rot
 from user.robots.franka_ros import (
     FLOAT64,
@@ -37,6 +36,7 @@ from user.robots.franka_ros import (
     pose_vector,
 )
 from user.robots.safety import SafetyConfig
+from user.runtime.node import Node
 
 MakeBus = Callable[..., Bus]
 DEFAULTS = FrankaRosConfig()  # franka_ros2's topic names

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from user.sim.cameras import CameraConfig
+from user.sim.cameras import SimCameraConfig
 from user.sim.robot import SimFrankaRobot, SimRobotConfig
 
-NO_CAMERAS = CameraConfig(names=())
+NO_CAMERAS = SimCameraConfig(names=())
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 
 from user.robots.rotations import angle_between, apply_rotvec
 from user.sim.arx_sim import ArxSim
-from user.sim.cameras import CameraConfig
+from user.sim.cameras import SimCameraConfig
 from user.sim.robot import SimFrankaRobot, arx_config
 from user.tasks.base import TOOL_DOWN
 
@@ -66,7 +66,7 @@ def test_unreachable_orientation_keeps_the_position(sim: ArxSim) -> None:
 
 
 def test_a_nan_action_does_not_move_the_arm(caplog: pytest.LogCaptureFixture) -> None:
-    robot = SimFrankaRobot(arx_config("button_press", cameras=CameraConfig(names=())))
+    robot = SimFrankaRobot(arx_config("button_press", cameras=SimCameraConfig(names=())))
     robot.connect()
     try:
         before = robot.reset(3)
@@ -80,7 +80,7 @@ def test_a_nan_action_does_not_move_the_arm(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_wrist_and_front_cameras_render(make_robot: Callable[..., SimFrankaRobot]) -> None:
-    robot = make_robot("button_press", arm="arx_l5", robot_id="arx", cameras=CameraConfig(mode="inline"))
+    robot = make_robot("button_press", arm="arx_l5", robot_id="arx", cameras=SimCameraConfig(mode="inline"))
     robot.reset(0)
     robot.step(np.zeros(7, dtype=np.float32))
     frames = robot.frames()

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from user.sim.cameras import CameraConfig
+from user.sim.cameras import SimCameraConfig
 from user.sim.robot import SimArxRobot, arx_config
-from user.tasks.episode import evaluate
+from user.tasks.runner import evaluate
 
 SEEDS = range(40)
 REQUIRED = 0.95
@@ -16,7 +16,7 @@ REQUIRED = 0.95
 
 @pytest.mark.parametrize("task", ["button_press", "pick_place"])
 def test_expert_success_rate_on_the_arx(task: str, caplog: pytest.LogCaptureFixture) -> None:
-    robot = SimArxRobot(arx_config(task, cameras=CameraConfig(names=())))
+    robot = SimArxRobot(arx_config(task, cameras=SimCameraConfig(names=())))
     robot.connect()
     try:
         assert robot.task is not None

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from user.sim.cameras import CameraConfig
+from user.sim.cameras import SimCameraConfig
 from user.sim.errors import RenderError, SimUnstableError
 from user.sim.franka_sim import FrankaSim
 from user.sim.robot import SimFrankaRobot, SimRobotConfig
@@ -17,7 +17,7 @@ WAIT_S = 10.0  # deadline for the render thread to catch up (a shared 2-core mac
 
 
 def test_inline_frames_have_the_right_shape_and_the_state_stamp(make_robot: Callable[..., SimFrankaRobot]) -> None:
-    robot = make_robot("button_press", cameras=CameraConfig(mode="inline"))
+    robot = make_robot("button_press", cameras=SimCameraConfig(mode="inline"))
     robot.reset(0)
     result = robot.step(np.zeros(7, dtype=np.float32))
     frames = robot.frames()
@@ -30,7 +30,7 @@ def test_inline_frames_have_the_right_shape_and_the_state_stamp(make_robot: Call
 
 
 def test_threaded_frames_catch_up_and_stamps_increase(make_robot: Callable[..., SimFrankaRobot]) -> None:
-    robot = make_robot("pick_place", cameras=CameraConfig(mode="thread", width=64, height=48))
+    robot = make_robot("pick_place", cameras=SimCameraConfig(mode="thread", width=64, height=48))
     robot.reset(0)
     cameras = robot.cameras
     assert cameras is not None
@@ -46,7 +46,7 @@ def test_threaded_frames_catch_up_and_stamps_increase(make_robot: Callable[..., 
 
 
 def test_frames_show_the_arm_moving(make_robot: Callable[..., SimFrankaRobot]) -> None:
-    robot = make_robot("pick_place", cameras=CameraConfig(mode="inline", names=("front",)))
+    robot = make_robot("pick_place", cameras=SimCameraConfig(mode="inline", names=("front",)))
     robot.reset(0)
     before = robot.frames()["front"].image
     for _ in range(5):
@@ -55,13 +55,13 @@ def test_frames_show_the_arm_moving(make_robot: Callable[..., SimFrankaRobot]) -
 
 
 def test_unknown_camera_is_a_render_error() -> None:
-    robot = SimFrankaRobot(SimRobotConfig(task="", cameras=CameraConfig(names=("ceiling",))))
+    robot = SimFrankaRobot(SimRobotConfig(task="", cameras=SimCameraConfig(names=("ceiling",))))
     with pytest.raises(RenderError, match="ceiling"):
         robot.connect()
 
 
 def test_close_stops_the_render_thread(make_robot: Callable[..., SimFrankaRobot]) -> None:
-    robot = make_robot("", cameras=CameraConfig(mode="thread"))
+    robot = make_robot("", cameras=SimCameraConfig(mode="thread"))
     cameras = robot.cameras
     assert cameras is not None
     robot.close()
@@ -69,7 +69,7 @@ def test_close_stops_the_render_thread(make_robot: Callable[..., SimFrankaRobot]
 
 
 def test_frame_source_hands_out_each_new_frame_once(make_robot: Callable[..., SimFrankaRobot]) -> None:
-    robot = make_robot("", cameras=CameraConfig(mode="inline", names=("front",)))
+    robot = make_robot("", cameras=SimCameraConfig(mode="inline", names=("front",)))
     robot.reset(0)
     assert robot.cameras is not None
     source = robot.cameras.source("front")
@@ -96,7 +96,7 @@ def test_mujoco_warnings_go_to_logging_not_a_file(
 
 
 def test_frames_are_read_only(make_robot: Callable[..., SimFrankaRobot]) -> None:
-    robot = make_robot("", cameras=CameraConfig(mode="inline", names=("front",)))
+    robot = make_robot("", cameras=SimCameraConfig(mode="inline", names=("front",)))
     robot.reset(0)
     with pytest.raises(ValueError):
         robot.frames()["front"].image[0, 0, 0] = 1

@@ -10,9 +10,9 @@ import numpy as np
 from test.conftest import wait_until
 from user.bus.base import LATCHED
 from user.bus.zenoh_bus import ZenohBus
-from user.node.node import Node
 from user.robots.estop import EStopTopic
 from user.robots.watchdog import ActionWatchdog, drive_once
+from user.runtime.node import Node
 from user.sim.robot import SimFrankaRobot
 
 STILL_M = 1e-3  # TCP displacement that counts as "did not move"

@@ -11,8 +11,8 @@ import torch
 
 from test.conftest import wait_until
 from user.bus.zenoh_bus import ZenohBus
-from user.node.node import Node
 from user.policies import MLPPolicy, MLPPolicyConfig
+from user.runtime.node import Node
 from user.sync import WeightPublisher, WeightSubscriber
 from user.sync.chunking import MSG_TYPE, chunk_to_msg, split_weights
 from user.sync.publisher import resend_topic

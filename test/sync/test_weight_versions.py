@@ -14,9 +14,9 @@ import torch
 
 from test.sync.loopback import FakeTime, Loopback
 from user.interfaces.codec import default_codec
-from user.node.node import Node
 from user.policies import FlatWeights, MLPPolicy, MLPPolicyConfig
 from user.policies.base import PolicyError
+from user.runtime.node import Node
 from user.sync import PayloadError, WeightPublisher, WeightSubscriber
 from user.sync.chunking import MSG_TYPE, Chunk, chunk_count, chunk_from_msg, chunk_to_msg, join_payload, split_weights
 from user.sync.publisher import REQUEST_TYPE, resend_topic

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from user.sim.cameras import CameraConfig
+from user.sim.cameras import SimCameraConfig
 from user.sim.robot import SimFrankaRobot, SimRobotConfig
 
 
@@ -21,7 +21,7 @@ def robots() -> Iterator[dict[str, SimFrankaRobot]]:
 
     class Robots(dict[str, SimFrankaRobot]):
         def __missing__(self, task: str) -> SimFrankaRobot:
-            robot = SimFrankaRobot(SimRobotConfig(task=task, cameras=CameraConfig(names=())))
+            robot = SimFrankaRobot(SimRobotConfig(task=task, cameras=SimCameraConfig(names=())))
             robot.connect()
             made[task] = robot
             self[task] = robot

@@ -16,7 +16,7 @@ import pytest
 
 from test.algorithms import peg
 from user.robots.base import ArmState
-from user.sim.cameras import CameraConfig
+from user.sim.cameras import SimCameraConfig
 from user.sim.robot import SimFrankaRobot, SimRobotConfig
 from user.tasks import expert
 from user.tasks.base import Task, TaskState
@@ -41,7 +41,7 @@ def lazy_insertion(task: Task) -> Callable[[ArmState, TaskState], npt.NDArray[np
 
 def success_rate(chamfer: float) -> float:
     robot = SimFrankaRobot(
-        SimRobotConfig(cameras=CameraConfig(names=()), safety=peg.SAFETY, task_params={"chamfer": chamfer})
+        SimRobotConfig(cameras=SimCameraConfig(names=()), safety=peg.SAFETY, task_params={"chamfer": chamfer})
     )
     robot.connect()
     try:

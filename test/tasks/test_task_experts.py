@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from user.sim.robot import SimFrankaRobot
-from user.tasks.episode import evaluate
+from user.tasks.runner import evaluate
 
 SEEDS = range(40)
 REQUIRED = 0.95

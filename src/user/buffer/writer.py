@@ -30,7 +30,7 @@ from user.buffer.segments import (
 from user.buffer.storage import DiskStorage, segment_path
 from user.interfaces.codec import Codec
 from user.interfaces.domain import Transition, transition_to_msg
-from user.interfaces.episodes import EpisodeEvent, EpisodeKind, episode_event_to_msg
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
 from user.interfaces.stamps import now_ns
 
 _log = logging.getLogger("user.buffer.writer")

@@ -1,6 +1,6 @@
 """The `Bus` protocol every node is written against, with its QoS profiles and errors.
 
-A bus moves serialized CDR bytes; typing (encode/decode) happens one layer up, in `user.node`.
+A bus moves serialized CDR bytes; typing (encode/decode) happens one layer up, in `user.runtime`.
 Callbacks of one bus never run concurrently (like a ROS 2 single-threaded executor).
 """
 

@@ -14,7 +14,7 @@ from user.bus.ros_types import require_rclpy
 class RosRuntime:
     """A node on its own rclpy context, spun on background threads: a Bus on ROS inside any process.
 
-    What a process of the ROS runtime runs (`user.node.ros_runner`, with `args` from the command line:
+    What a process of the ROS runtime runs (`user.runtime.ros_runner`, with `args` from the command line:
     remappings, `--params-file`, `-p`), reusable by tools and tests; each runtime is its own DDS
     participant, like a separate process. `parameters` are overrides as a launch file would give them.
     The node's callbacks run on one executor thread, its service clients on a hidden node (`_<name>_calls`)

@@ -39,7 +39,7 @@ from user.config.strict import from_mapping
 P = TypeVar("P")
 
 GRAPH_PREFIX = "@user/graph"  # liveliness tokens describing publishers and subscribers (for `topic list`)
-NODE_PREFIX = "@user/node"  # one liveliness token per running node
+NODE_PREFIX = "@user/runtime"  # one liveliness token per running node
 
 ZENOH_TIMEOUT_REPLY = "Timeout"  # the error reply zenoh synthesises when a query's deadline passes
 

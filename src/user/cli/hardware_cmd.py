@@ -19,7 +19,7 @@ from user.hardware.descriptor import ResourceDescriptor
 from user.hardware.errors import ResourcesNotFoundError
 from user.hardware.registry import Pending, Registry, ResourceStatus
 from user.hardware.scheduler import MissingResourceError, Placement, load_plan, place
-from user.node.node import Node
+from user.runtime.node import Node
 
 _log = logging.getLogger("user.hardware")
 EXIT_UNPLACED = 1

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from user import __version__
 from user.cli import bringup_cmd, buffer_cmd, hardware_cmd, node_cmd, reward_cmd, router_cmd, topic_cmd
-from user.node.logs import setup_logging
+from user.runtime.logs import setup_logging
 
 COMMANDS = (bringup_cmd, node_cmd, router_cmd, topic_cmd, hardware_cmd, buffer_cmd, reward_cmd)
 
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     if "--ros-args" in args_in:  # `user node KIND --ros-args ...`: the rclpy runtime
-        from user.node.ros_runner import main as ros_main
+        from user.runtime.ros_runner import main as ros_main
 
         return ros_main(args_in)
     args = build_parser().parse_args(args_in)

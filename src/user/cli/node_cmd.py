@@ -13,9 +13,9 @@ import yaml
 from user.bus.zenoh_config import ZenohSettings
 from user.config.flat import unflatten
 from user.config.strict import ConfigError, describe_settings, load_yaml
-from user.node.kinds import KINDS
+from user.runtime.kinds import KINDS
 
-_log = logging.getLogger("user.node")
+_log = logging.getLogger("user.runtime")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -68,9 +68,9 @@ def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from user.node.kinds import load_kind
-    from user.node.priority import apply_niceness_from_env
-    from user.node.runner import EXIT_STARTUP_FAILED, run_node
+    from user.runtime.kinds import load_kind
+    from user.runtime.priority import apply_niceness_from_env
+    from user.runtime.runner import EXIT_STARTUP_FAILED, run_node
 
     if args.list or not args.kind:
         for kind, target in sorted(KINDS.items()):

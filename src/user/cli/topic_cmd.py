@@ -20,7 +20,7 @@ from user.bus.zenoh_bus import ZenohBus
 from user.cli.common import open_tool_bus, stop_on_signals
 from user.interfaces.codec import Codec, UnknownTypeError, default_codec
 from user.interfaces.convert import MessageDataError, from_data, to_data
-from user.node.node import Node
+from user.runtime.node import Node
 
 _log = logging.getLogger("user.topic")
 TYPE_DISCOVERY_TIMEOUT_S = 10.0

@@ -9,8 +9,8 @@ from typing import Any
 
 from user.config.flat import flatten, unflatten
 from user.deploy.deployment import Deployment, NodeConfig
-from user.node.priority import ENV_NICE
-from user.node.runner import ENV_SHUTDOWN_DEADLINE
+from user.runtime.priority import ENV_NICE
+from user.runtime.runner import ENV_SHUTDOWN_DEADLINE
 
 SHUTDOWN_MARGIN_S = 0.5  # a node's own deadline for `destroy` ends this much before the launcher's SIGTERM
 

@@ -13,8 +13,8 @@ from typing import Any, Literal
 from user.bus.zenoh_config import DEFAULT_ROUTER_ENDPOINT
 from user.config.strict import ConfigError, from_mapping, load_yaml
 from user.interfaces.idl import candidate_dirs
-from user.node.kinds import KINDS
-from user.node.priority import MAX_NICE
+from user.runtime.kinds import KINDS
+from user.runtime.priority import MAX_NICE
 
 CONFIG_DIR = next(  # config/ of a source checkout, else of the install (<prefix>/share/user/config)
     (d / "config" for d in candidate_dirs() if (d / "config").is_dir()),

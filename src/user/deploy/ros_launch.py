@@ -17,7 +17,7 @@ from user.config.flat import unflatten
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment, load
 from user.deploy.run_dir import bind, continue_episode_ids, fresh_run_dir, save
-from user.node.kinds import load_kind
+from user.runtime.kinds import load_kind
 
 SIGKILL_AFTER_SIGTERM_S = 2.0  # after SIGTERM, how long a node gets before SIGKILL
 

@@ -12,7 +12,7 @@ from user.bus.base import LATCHED, Bus, Handle, RawPublisher
 from user.hardware.descriptor import MSG_TYPE, ResourceDescriptor, to_msg
 from user.hardware.keys import descriptor_topic, token_key
 from user.interfaces.codec import Codec, default_codec
-from user.node.node import Node
+from user.runtime.node import Node
 
 _log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from user.bus.base import LATCHED, Handle
 from user.hardware.descriptor import MSG_TYPE, ResourceDescriptor, from_msg
 from user.hardware.errors import InvalidDescriptorError, ResourcesNotFoundError
 from user.hardware.keys import TOKEN_PREFIX, descriptor_topic, parse_token_key
-from user.node.node import Node
+from user.runtime.node import Node
 
 Health = Literal["alive", "lost"]
 Change = Literal["added", "updated", "lost"]

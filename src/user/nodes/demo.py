@@ -7,7 +7,7 @@ from typing import Any
 
 from user.bus.base import Bus
 from user.config.strict import setting
-from user.node.node import Node
+from user.runtime.node import Node
 
 
 @dataclass

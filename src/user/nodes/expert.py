@@ -18,10 +18,10 @@ from typing import Any, Literal
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Action, action_to_msg, observation_from_msg
-from user.node.node import Node
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
 from user.robot_loop.privileged import PrivilegedStateError, arm_and_task_state
 from user.robots.safety import SafetyConfig
+from user.runtime.node import Node
 from user.tasks.base import ActionScale, TaskError
 from user.tasks.registry import make_task
 

@@ -15,7 +15,7 @@ from user.hardware.accelerators import NVIDIA_SMI_TIMEOUT_S, detect_accelerators
 from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor
 from user.hardware.errors import InvalidDescriptorError
-from user.node.node import Node
+from user.runtime.node import Node
 
 
 @dataclass

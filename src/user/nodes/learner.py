@@ -40,7 +40,7 @@ from user.interfaces.stamps import header, now_ns
 from user.learner.config import LearningConfig, PacingConfig
 from user.learner.device import DEVICE_HELP
 from user.learner.session import LearningSession, SessionConfig
-from user.node.node import Node
+from user.runtime.node import Node
 from user.sync.chunking import DTYPES
 from user.sync.publisher import WeightPublisher
 

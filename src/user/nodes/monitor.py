@@ -16,8 +16,8 @@ from typing import Any
 
 from user.bus.base import Bus
 from user.config.strict import ConfigError, setting
-from user.interfaces.episodes import EpisodeKind, episode_event_from_msg
-from user.node.node import Node
+from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
+from user.runtime.node import Node
 
 
 @dataclass

@@ -15,8 +15,8 @@ from typing import Literal
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.stamps import header
-from user.node.node import Node
 from user.robot_loop.devices import DeviceError, EvdevPedal, PedalPress, PedalSource, ScriptedPedal
+from user.runtime.node import Node
 
 MODE_STEP = 0  # user/msg/HumanReward MODE_STEP
 MODE_EPISODE_END = 1  # user/msg/HumanReward MODE_EPISODE_END

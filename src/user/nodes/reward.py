@@ -45,11 +45,11 @@ from typing import Any, Literal
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, from_mapping, setting
 from user.interfaces.domain import Transition, transition_from_msg
-from user.node.node import Node
 from user.rewards.base import Reward, RewardError, RewardMode
 from user.rewards.human import HumanPress
 from user.rewards.online import HumanRewarder, Outcome, StepRewarder, is_terminal
 from user.rewards.rule import RuleReward, RuleRewardConfig
+from user.runtime.node import Node
 
 REPLAY_MEMORY_EPISODES = 64  # episodes whose outcomes are kept for re-sends (above any outbox size in use)
 CLOCK_MISMATCH_NS = 60_000_000_000  # a press this far from the robot's latest step means the clocks differ

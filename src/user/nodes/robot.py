@@ -31,9 +31,8 @@ from user.config.strict import ConfigError, setting
 from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
-from user.interfaces.episodes import RESET_SEED_DEFAULT, EpisodeEvent
+from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
 from user.interfaces.stamps import header
-from user.node.node import Node
 from user.rewards.human import PressMode
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
 from user.robot_loop.drivers import DriverError, DriverSpec, build_driver, check_spec
@@ -42,6 +41,7 @@ from user.robot_loop.outbox import EpisodeOutbox
 from user.robots.arm import ArmRobot
 from user.robots.estop import ESTOP_TOPIC, EStopTopic
 from user.robots.pacing import DeadlinePacer
+from user.runtime.node import Node
 
 JOIN_TIMEOUT_S = 3.0
 

@@ -35,12 +35,12 @@ import torch
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Action, Observation, action_to_msg, observation_from_msg
-from user.interfaces.episodes import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
+from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
 from user.learner.config import LearningConfig
 from user.learner.state_select import StateSelectionError
-from user.node.node import Node
 from user.policies.base import Policy
 from user.robot_loop.gate import SOURCE_POLICY
+from user.runtime.node import Node
 from user.sync.subscriber import WeightSubscriber
 
 JOIN_TIMEOUT_S = 3.0

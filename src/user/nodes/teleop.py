@@ -17,9 +17,9 @@ from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Action, action_to_msg
 from user.interfaces.stamps import now_ns
-from user.node.node import Node
 from user.robot_loop.devices import DeviceError, ScriptedTeleop, SpaceMouseTeleop, TeleopDevice
 from user.robot_loop.gate import SOURCE_HUMAN
+from user.runtime.node import Node
 
 
 @dataclass

@@ -6,8 +6,8 @@ ties them into episodes: it resets, steps, assembles `Transition`s and emits `Ep
 node (`user.nodes.robot`) only moves these objects on and off the bus.
 """
 
-from user.interfaces.episodes import EpisodeEvent, EpisodeKind, episode_event_to_msg
-from user.robot_loop.episode import ControlLoop, TickResult
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
+from user.robot_loop.control_loop import ControlLoop, TickResult
 from user.robot_loop.gate import ActionGate, GatedAction
 from user.robot_loop.observe import Observer
 from user.robot_loop.privileged import PrivilegedStateError, arm_and_task_state

@@ -35,13 +35,13 @@ from user.robot_loop.scoring import ExternalScorer, GymScorer, RuleScorer, Score
 from user.robots.base import Robot
 from user.robots.gym_robot import GymRobot
 from user.robots.safety import SafetyConfig
-from user.sim import CameraConfig, SimArxRobot, SimFrankaRobot, SimRobotConfig
+from user.sim import SimArxRobot, SimCameraConfig, SimFrankaRobot, SimRobotConfig
 from user.sim.robot import arx_config
 
 if TYPE_CHECKING:  # user.cameras imports OpenCV: loaded only when a real driver has cameras
     from user.cameras.camera import Camera
     from user.cameras.config import CameraConfig as RealCameraConfig
-    from user.node.node import Node
+    from user.runtime.node import Node
 
 SIM_DRIVERS = ("sim_franka", "sim_arx", "gym")
 REAL_DRIVERS = ("franka", "franka_ros", "arx")
@@ -320,7 +320,7 @@ def _sim_bundle(spec: DriverSpec) -> DriverBundle:
         site=spec.site,
         task_params=dict(spec.task_params or {}) or base.task_params,
         realtime=spec.realtime,
-        cameras=CameraConfig() if spec.cameras else CameraConfig(names=()),
+        cameras=SimCameraConfig() if spec.cameras else SimCameraConfig(names=()),
         sim=replace(base.sim, control_rate_hz=spec.control_rate_hz),
         safety=_sim_safety(spec, base.safety),
     )

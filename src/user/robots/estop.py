@@ -14,8 +14,8 @@ import threading
 from typing import Any
 
 from user.bus.base import LATCHED, Handle
-from user.node.node import Node
 from user.robots.arm import ArmRobot
+from user.runtime.node import Node
 
 ESTOP_TOPIC = "/estop"  # default topic; a deployment may give each robot its own
 

@@ -50,12 +50,12 @@ import numpy.typing as npt
 from user.bus.base import BEST_EFFORT, Handle
 from user.config import ConfigError, setting
 from user.interfaces.stamps import from_time, header
-from user.node.node import Node, TypedPublisher
 from user.robots import embodiments, rotations
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState, RobotDescriptor, RobotError
 from user.robots.pacing import DeadlinePacer
 from user.robots.safety import SafetyConfig
+from user.runtime.node import Node, TypedPublisher
 
 POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
 WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"

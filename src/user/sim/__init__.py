@@ -19,7 +19,7 @@ from user.robots.pacing import DeadlinePacer, PacingStats
 from user.sim.arm_model import ArmModel
 from user.sim.arm_sim import ArmSim, ArmSimConfig
 from user.sim.arx_sim import ArxSim
-from user.sim.cameras import CameraConfig, Frame, SimCameras, SimFrameSource
+from user.sim.cameras import Frame, SimCameraConfig, SimCameras, SimFrameSource
 from user.sim.controller import OperationalSpaceController, OscConfig
 from user.sim.errors import IkError, RenderError, SimAssetError, SimError, SimUnstableError
 from user.sim.franka_model import fr3_model
@@ -33,7 +33,6 @@ __all__ = [
     "ArmSim",
     "ArmSimConfig",
     "ArxSim",
-    "CameraConfig",
     "DeadlinePacer",
     "Frame",
     "FrankaSim",
@@ -46,6 +45,7 @@ __all__ = [
     "SceneConfig",
     "SimArxRobot",
     "SimAssetError",
+    "SimCameraConfig",
     "SimCameras",
     "SimError",
     "SimFrameSource",

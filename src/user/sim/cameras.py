@@ -31,7 +31,7 @@ _JOIN_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
-class CameraConfig:
+class SimCameraConfig:
     """Which simulated cameras render, how big, and how."""
 
     names: tuple[str, ...] = setting(("wrist", "front"), "scene cameras to render (empty: no cameras)")
@@ -69,7 +69,7 @@ class _Snapshot:
 class SimCameras:
     """Renders the configured cameras of one model from submitted state snapshots."""
 
-    def __init__(self, model: mujoco.MjModel, config: CameraConfig) -> None:
+    def __init__(self, model: mujoco.MjModel, config: SimCameraConfig) -> None:
         missing = [n for n in config.names if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, n) < 0]
         if missing:
             known = [model.camera(i).name for i in range(model.ncam)]

@@ -25,7 +25,7 @@ from user.robots.safety import SafetyConfig
 from user.sim.arm_sim import ArmSim, ArmSimConfig
 from user.sim.arx_model import arx_model
 from user.sim.arx_sim import ARX_TASK_PARAMS, ARX_VARIANTS, ArxSim
-from user.sim.cameras import CameraConfig, Frame, SimCameras
+from user.sim.cameras import Frame, SimCameraConfig, SimCameras
 from user.sim.franka_model import fr3_model
 from user.sim.franka_sim import FrankaSim
 from user.sim.joint_control import JointControlConfig
@@ -46,7 +46,7 @@ class SimRobotConfig:
     )
     realtime: bool = setting(False, "pace every step to the wall clock (true) or run as fast as possible (false)")
     visual: str = setting("lowpoly", "arm meshes to render: lowpoly (fast) or full", choices=("lowpoly", "full"))
-    cameras: CameraConfig = setting(CameraConfig(), "simulated cameras")  # noqa: RUF009 - frozen
+    cameras: SimCameraConfig = setting(SimCameraConfig(), "simulated cameras")  # noqa: RUF009 - frozen
     sim: ArmSimConfig = setting(ArmSimConfig(), "physics, control rate and controller gains")  # noqa: RUF009
     safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")  # noqa: RUF009
     joint_control: JointControlConfig = setting(  # noqa: RUF009 - frozen

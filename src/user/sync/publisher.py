@@ -29,8 +29,8 @@ import torch
 
 from user.bus.base import QoS
 from user.interfaces.stamps import now_ns
-from user.node.node import Node, TypedPublisher
 from user.policies.base import Policy
+from user.runtime.node import Node, TypedPublisher
 from user.sync.chunking import (
     DEFAULT_CHUNK_SIZE,
     MSG_TYPE,

@@ -17,8 +17,8 @@ import time
 from typing import Any, Literal
 
 from user.bus.base import Handle, QoS
-from user.node.node import Node
 from user.policies.base import FlatWeights, Policy, PolicyError
+from user.runtime.node import Node
 from user.sync.chunking import (
     DEFAULT_CHUNK_SIZE,
     DTYPES,

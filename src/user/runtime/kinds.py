@@ -1,7 +1,7 @@
 """The node kinds that `user node KIND` and both launchers can start, by name, and where each one lives.
 
 Kinds are imported lazily (by module path), so starting one node never imports the others' heavy
-dependencies, and this table sits below the nodes it names: `node` never imports `nodes`.
+dependencies, and this table sits below the nodes it names: `runtime` never imports `nodes`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Run one node on rclpy: what `ros2 launch user bringup.launch.py` starts (`user_node KIND --ros-args ...`).
 
 The node gets its own rclpy context (so rclpy installs no signal handlers of its own) spun on a
-background thread; SIGINT/SIGTERM are handled exactly as on the Zenoh runtime (`user.node.runner`): the
+background thread; SIGINT/SIGTERM are handled exactly as on the Zenoh runtime (`user.runtime.runner`): the
 node is destroyed while its bus still works, within the allowance the launcher passes in
 `USER_SHUTDOWN_DEADLINE_S`, then the executor and context are shut down.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import sys
 
-from user.node.kinds import UnknownNodeKindError, load_kind
-from user.node.logs import setup_logging
-from user.node.runner import EXIT_STARTUP_FAILED, StopSignal, serve
+from user.runtime.kinds import UnknownNodeKindError, load_kind
+from user.runtime.logs import setup_logging
+from user.runtime.runner import EXIT_STARTUP_FAILED, StopSignal, serve
 
 _log = logging.getLogger("user.ros_runner")
 
@@ -45,7 +45,7 @@ def run_ros_node(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `user_node` executable (ros2 launch / ros2 run)."""
-    from user.node.priority import apply_niceness_from_env
+    from user.runtime.priority import apply_niceness_from_env
 
     setup_logging()
     apply_niceness_from_env()

@@ -76,9 +76,9 @@ def test_a_ros_node_imports_only_what_its_kind_needs(kind: str) -> None:
     """What `user_node KIND` imports before the node starts: no learning stack for robots and inputs."""
     code = (
         "import sys\n"
-        "import user.node.ros_runner\n"
+        "import user.runtime.ros_runner\n"
         "from user.bus.ros_runtime import RosRuntime\n"
-        f"from user.node.kinds import load_kind; load_kind({kind!r})\n"
+        f"from user.runtime.kinds import load_kind; load_kind({kind!r})\n"
         "rt = RosRuntime('import_probe'); rt.close()\n"
         "print(sorted(m for m in ('torch', 'matplotlib', 'tensorboard') if m in sys.modules))\n"
     )

@@ -13,7 +13,7 @@ from user.bus.base import Bus, BusError
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings
 from user.config.strict import ConfigError
-from user.node.kinds import UnknownNodeKindError, load_kind
+from user.runtime.kinds import UnknownNodeKindError, load_kind
 
 SHUTDOWN_DEADLINE_S = 4.5  # past this the process exits anyway (launchers allow 5 s)
 ENV_SHUTDOWN_DEADLINE = "USER_SHUTDOWN_DEADLINE_S"  # set by `user bringup` from the node's shutdown_timeout_s

@@ -1,5 +1,5 @@
 """The node runtime: a small base class giving each node its bus, typed parameters, timers and logging."""
 
-from user.node.node import Node, TypedPublisher
+from user.runtime.node import Node, TypedPublisher
 
 __all__ = ["Node", "TypedPublisher"]

@@ -11,9 +11,9 @@ import pytest
 from user.config.strict import ConfigError
 from user.deploy.commands import node_launch
 from user.deploy.deployment import Deployment, NodeConfig
-from user.node.priority import ENV_NICE
+from user.runtime.priority import ENV_NICE
 
-PROBE = "from user.node.priority import apply_niceness_from_env as a; print(a())"
+PROBE = "from user.runtime.priority import apply_niceness_from_env as a; print(a())"
 
 
 def _niceness_with(value: str | None) -> tuple[int, str]:

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from user.interfaces.domain import Action, Observation, Transition
-from user.interfaces.episodes import EpisodeEvent, EpisodeKind
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind
 from user.robot_loop.gate import SOURCE_HOLD, SOURCE_SCRIPTED, ActionGate, GatedAction
 from user.robot_loop.observe import Observer
 from user.robot_loop.scoring import Scorer
