@@ -10,12 +10,11 @@ import torch
 
 from test.rewards.simframes import episode_frames
 from user.rewards import RewardError, RewardMode, RewardStep
-from user.rewards.classifier import ClassifierConfig, LearnedReward, SuccessClassifier
-from user.rewards.resnet import ResNet18
+from user.rewards.classifier import ClassifierConfig, LearnedReward, SuccessClassifier, SuccessNet
 
 
 def test_resnet18_shapes_and_depth() -> None:
-    net = ResNet18(width=4)
+    net = SuccessNet(width=4)
     convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size != (1, 1)]
     assert len(convs) == 17  # 1 stem + 16 in the blocks, + the final linear = 18 layers
     assert tuple(net(torch.zeros(2, 3, 32, 32)).shape) == (2,)

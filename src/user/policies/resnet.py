@@ -1,5 +1,11 @@
-"""Image encoder of the CNN policies: a ResNet-10 trunk (basic blocks, one per stage, like SERL's) per camera,
-a learned spatial embedding of its feature map, and a bottleneck; the state is appended to the image features.
+"""The ResNet family (basic blocks, He et al. 2016) and the image encoder of the CNN policies built on it.
+
+One residual block, one stem and one stage builder make every ResNet here; a layout (`ResNetLayout`) says how
+many basic blocks each stage has (`RESNET10` = one, as in SERL's encoder; `RESNET18` = two), how wide each
+stage is and which normalisation follows each convolution. The CNN policies use ResNet-10 with GroupNorm per
+camera, then a learned spatial embedding of its feature map and a bottleneck; the state is appended to the
+image features. The learned reward's success classifier (`user.rewards.classifier`) uses ResNet-18 with
+batch norm.
 
 GroupNorm (not BatchNorm) keeps every piece of the encoder a parameter, so the whole actor stays in one flat
 weight buffer and behaves the same in training and acting. Pretrained trunk weights come only from a LOCAL
@@ -10,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, Literal, Protocol
 
 import torch
 import torch.nn.functional as F  # noqa: N812 - the usual torch alias
@@ -18,39 +25,82 @@ from torch import nn
 from user.config import setting
 from user.policies.base import Encoder, PolicyError, TensorObs
 
+Norm = Literal["batch", "group"]
+"""The normalisation after each convolution: BatchNorm2d (running statistics) or GroupNorm (parameters only)."""
+
+RESNET10: tuple[int, ...] = (1, 1, 1, 1)
+"""Basic blocks per stage of ResNet-10: 1 stem + 4 x 2 block convolutions + 1 head = 10 layers."""
+RESNET18: tuple[int, ...] = (2, 2, 2, 2)
+"""Basic blocks per stage of ResNet-18: 1 stem + 8 x 2 block convolutions + 1 head = 18 layers."""
+
+
+class ResNetLayout(Protocol):
+    """What a `ResNet` is built from: stage widths, blocks per stage (the depth), stem width, normalisation."""
+
+    @property
+    def channels(self) -> tuple[int, ...]: ...
+    @property
+    def blocks(self) -> tuple[int, ...]: ...
+    @property
+    def stem_channels(self) -> int: ...
+    @property
+    def norm(self) -> Norm: ...
+    @property
+    def groups(self) -> int: ...
+
+
+def check_layout(layout: ResNetLayout) -> None:
+    """Raise ValueError when `layout` cannot make a ResNet (used by the configs' `__post_init__`)."""
+    if len(layout.channels) != len(layout.blocks) or not layout.channels:
+        raise ValueError("channels and blocks must be non-empty and of the same length")
+    if min(layout.blocks) < 1 or min(layout.channels) < 1 or layout.stem_channels < 1:
+        raise ValueError("every stage needs at least one block and one channel, the stem at least one channel")
+    if layout.norm not in ("batch", "group"):
+        raise ValueError(f"norm must be 'batch' or 'group', not {layout.norm!r}")
+    if layout.norm == "group" and any(c % layout.groups for c in (layout.stem_channels, *layout.channels)):
+        raise ValueError(f"groups ({layout.groups}) must divide stem_channels and every stage's channels")
+
 
 @dataclass(frozen=True)
-class ImageEncoderConfig:
-    """The per-camera ResNet encoder."""
+class ResNetSpec:
+    """A ResNet layout given directly (not through `ImageEncoderConfig`), e.g. the reward's ResNet-18."""
 
-    channels: tuple[int, ...] = setting((64, 128, 256, 512), "output channels of each ResNet stage")
-    blocks: tuple[int, ...] = setting((1, 1, 1, 1), "basic blocks per stage ((1, 1, 1, 1) = ResNet-10)")
-    stem_channels: int = setting(64, "channels of the 7x7 stride-2 stem convolution", min=1)
-    groups: int = setting(4, "GroupNorm groups (must divide every channel count)", min=1)
-    spatial_features: int = setting(8, "learned spatial-embedding maps per trunk channel", min=1)
-    bottleneck: int = setting(256, "width of each camera's embedding (Linear + LayerNorm + tanh)", min=1)
-    pretrained: str | None = setting(None, "local file with trunk weights (ResNet state_dict); null = random")
-    freeze_pretrained: bool = setting(True, "keep loaded trunk weights fixed (no gradient)")
+    channels: tuple[int, ...]
+    blocks: tuple[int, ...]
+    stem_channels: int
+    norm: Norm = "batch"
+    groups: int = 1
 
     def __post_init__(self) -> None:
-        if len(self.channels) != len(self.blocks) or not self.channels:
-            raise ValueError("channels and blocks must be non-empty and of the same length")
-        if any(c % self.groups for c in (self.stem_channels, *self.channels)):
-            raise ValueError(f"groups ({self.groups}) must divide stem_channels and every stage's channels")
+        check_layout(self)
+
+    @staticmethod
+    def standard(blocks: tuple[int, ...], width: int = 64, norm: Norm = "batch") -> ResNetSpec:
+        """He et al.'s widths: a `width`-channel stem, then stages of width * (1, 2, 4, 8) channels."""
+        if width < 1:
+            raise ValueError("width must be >= 1")
+        return ResNetSpec(tuple(width * 2**k for k in range(len(blocks))), blocks, width, norm)
+
+
+def norm_layer(norm: Norm, channels: int, groups: int) -> nn.Module:
+    """The normalisation of `channels` feature maps that follows a convolution."""
+    if norm == "batch":
+        return nn.BatchNorm2d(channels)
+    return nn.GroupNorm(groups, channels)
 
 
 class BasicBlock(nn.Module):
-    """Two 3x3 convolutions with GroupNorm and a residual (1x1 projection when shape changes)."""
+    """Two 3x3 convolutions, each normalised, and a residual (1x1 projection when the shape changes)."""
 
-    def __init__(self, c_in: int, c_out: int, stride: int, groups: int) -> None:
+    def __init__(self, c_in: int, c_out: int, stride: int, *, norm: Norm, groups: int) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
-        self.norm1 = nn.GroupNorm(groups, c_out)
+        self.norm1 = norm_layer(norm, c_out, groups)
         self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
-        self.norm2 = nn.GroupNorm(groups, c_out)
+        self.norm2 = norm_layer(norm, c_out, groups)
         self.project: nn.Module = nn.Identity()
         if stride != 1 or c_in != c_out:
-            self.project = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.GroupNorm(groups, c_out))
+            self.project = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), norm_layer(norm, c_out, groups))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu(self.norm1(self.conv1(x)))
@@ -59,31 +109,61 @@ class BasicBlock(nn.Module):
         return out
 
 
-class ResNet(nn.Module):
-    """(B, 3, H, W) -> (B, C, h, w): stem (7x7/2 conv, max-pool /2), then stages of basic blocks (stride 1, 2, 2..)."""
+def stem(c_in: int, c_out: int, *, norm: Norm, groups: int) -> nn.Sequential:
+    """The ResNet stem: 7x7 stride-2 convolution, normalisation, ReLU, 3x3 stride-2 max-pool (1/4 resolution)."""
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 7, 2, 3, bias=False), norm_layer(norm, c_out, groups), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+    )
 
-    def __init__(self, cfg: ImageEncoderConfig) -> None:
-        super().__init__()
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, cfg.stem_channels, 7, 2, 3, bias=False),
-            nn.GroupNorm(cfg.groups, cfg.stem_channels),
-            nn.ReLU(),
-            nn.MaxPool2d(3, 2, 1),
+
+def stage(c_in: int, c_out: int, blocks: int, stride: int, *, norm: Norm, groups: int) -> nn.Sequential:
+    """`blocks` basic blocks; the first one takes the stride and the change of width."""
+    return nn.Sequential(
+        *(
+            BasicBlock(c_in if b == 0 else c_out, c_out, stride if b == 0 else 1, norm=norm, groups=groups)
+            for b in range(blocks)
         )
+    )
+
+
+class ResNet(nn.Module):
+    """(B, C, H, W) -> (B, channels[-1], h, w): the stem, then the stages (stride 1, 2, 2, ...); no head.
+
+    The state_dict keys are `stem.<i>.*` and `stages.<stage>.<block>.{conv1,norm1,conv2,norm2,project}.*`."""
+
+    def __init__(self, layout: ResNetLayout, in_channels: int = 3) -> None:
+        super().__init__()
+        self.stem = stem(in_channels, layout.stem_channels, norm=layout.norm, groups=layout.groups)
         stages: list[nn.Module] = []
-        c_in = cfg.stem_channels
-        for k, (c_out, n) in enumerate(zip(cfg.channels, cfg.blocks, strict=True)):
-            blocks = [
-                BasicBlock(c_in if b == 0 else c_out, c_out, 2 if k > 0 and b == 0 else 1, cfg.groups) for b in range(n)
-            ]
-            stages.append(nn.Sequential(*blocks))
+        c_in = layout.stem_channels
+        for k, (c_out, n) in enumerate(zip(layout.channels, layout.blocks, strict=True)):
+            stages.append(stage(c_in, c_out, n, 1 if k == 0 else 2, norm=layout.norm, groups=layout.groups))
             c_in = c_out
         self.stages = nn.Sequential(*stages)
+        self.blocks = tuple(layout.blocks)
         self.out_channels = c_in
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = self.stages(self.stem(x))
         return out
+
+
+@dataclass(frozen=True)
+class ImageEncoderConfig:
+    """The per-camera ResNet encoder (a `ResNetLayout`: GroupNorm, ResNet-10 unless `blocks` says otherwise)."""
+
+    norm: ClassVar[Norm] = "group"  # not a setting: BatchNorm's running statistics would not be flat weights
+    channels: tuple[int, ...] = setting((64, 128, 256, 512), "output channels of each ResNet stage")
+    blocks: tuple[int, ...] = setting(RESNET10, "basic blocks per stage ((1, 1, 1, 1) = ResNet-10)")
+    stem_channels: int = setting(64, "channels of the 7x7 stride-2 stem convolution", min=1)
+    groups: int = setting(4, "GroupNorm groups (must divide every channel count)", min=1)
+    spatial_features: int = setting(8, "learned spatial-embedding maps per trunk channel", min=1)
+    bottleneck: int = setting(256, "width of each camera's embedding (Linear + LayerNorm + tanh)", min=1)
+    pretrained: str | None = setting(None, "local file with trunk weights (ResNet state_dict); null = random")
+    freeze_pretrained: bool = setting(True, "keep loaded trunk weights fixed (no gradient)")
+
+    def __post_init__(self) -> None:
+        check_layout(self)
 
 
 class SpatialEmbedding(nn.Module):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,11 @@ import numpy as np
 import numpy.typing as npt
 import torch
 import torch.nn.functional as F  # noqa: N812 - the usual torch alias
+from torch import nn
 
 from user.config import from_mapping, setting
+from user.policies.resnet import RESNET18, ResNet, ResNetSpec
 from user.rewards.base import RewardError, RewardMode, RewardStep, RewardValue
-from user.rewards.resnet import ResNet18
 
 _log = logging.getLogger(__name__)
 
@@ -53,6 +56,52 @@ class TrainReport:
     val_balanced_accuracy: float = float("nan")  # mean of the per-class accuracies (what the best epoch is chosen by)
 
 
+class SuccessNet(nn.Module):
+    """(B, C, H, W) images -> (B,) success logits: a ResNet-18 trunk with batch norm, global average pooling, one logit.
+
+    `width` scales every stage (64, 128, 256, 512 channels at 64 = the standard network; 16 gives a
+    1/16-compute ResNet-18 that trains on a CPU in seconds on small images)."""
+
+    def __init__(self, width: int = 64, in_channels: int = 3) -> None:
+        super().__init__()
+        self.trunk = ResNet(ResNetSpec.standard(RESNET18, width, norm="batch"), in_channels)
+        self.head = nn.Linear(self.trunk.out_channels, 1)
+        self.out_features = self.trunk.out_channels
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> (B, 8 * width) pooled features."""
+        out: torch.Tensor = self.trunk(x).mean(dim=(2, 3))
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits: torch.Tensor = self.head(self.features(x)).squeeze(-1)
+        return logits
+
+
+_FLAT_BLOCK = re.compile(r"stages\.(\d+)\.(conv1|bn1|conv2|bn2|shortcut)\.(.+)")
+_RENAMED = {"bn1": "norm1", "bn2": "norm2", "shortcut": "project"}
+
+
+def upgrade_state_dict(state: Mapping[str, torch.Tensor], blocks: tuple[int, ...]) -> dict[str, torch.Tensor]:
+    """A `SuccessNet` state_dict from a classifier file written before the ResNets were one family -> today's keys.
+
+    Those files kept `stem.*`, `stages.<i>.{conv1,bn1,conv2,bn2,shortcut}.*` (blocks numbered 0..7 across the
+    stages) and `head.*`; today the ResNet sits under `trunk.` and names blocks `stages.<stage>.<block>` with
+    `norm1`, `norm2`, `project`. Tensors, their order and the network are unchanged. Today's keys pass as they are."""
+    if any(key.startswith("trunk.") for key in state):
+        return dict(state)
+    where = [(s, b) for s, n in enumerate(blocks) for b in range(n)]
+    out: dict[str, torch.Tensor] = {}
+    for old, value in state.items():
+        m = _FLAT_BLOCK.fullmatch(old)
+        key = old
+        if m and int(m[1]) < len(where):
+            s, b = where[int(m[1])]
+            key = f"stages.{s}.{b}.{_RENAMED.get(m[2], m[2])}.{m[3]}"
+        out[key if key.startswith("head.") else f"trunk.{key}"] = value
+    return out
+
+
 def to_input(frames: npt.NDArray[np.uint8], image_size: int) -> torch.Tensor:
     """(N, H, W, 3) uint8 -> (N, 3, s, s) float in [-1, 1]."""
     if frames.ndim != 4 or frames.shape[-1] != 3:
@@ -70,7 +119,7 @@ class SuccessClassifier:
         self.config = config or ClassifierConfig()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.config.seed)
-            self.net = ResNet18(self.config.width)
+            self.net = SuccessNet(self.config.width)
         self.net.eval()
 
     def probability(self, frames: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
@@ -94,13 +143,14 @@ class SuccessClassifier:
             raise RewardError(f"{path}: cannot read the reward classifier ({exc})") from exc
         try:
             clf = SuccessClassifier(from_mapping(ClassifierConfig, blob["config"], where=str(path)))
-            clf.net.load_state_dict(blob["state_dict"])
+            clf.net.load_state_dict(upgrade_state_dict(blob["state_dict"], clf.net.trunk.blocks))
         except (KeyError, TypeError, RuntimeError) as exc:
             raise RewardError(f"{path}: not a reward classifier written by `user train-reward` ({exc})") from exc
         return clf
 
     def fit(self, frames: npt.NDArray[np.uint8], labels: npt.NDArray[np.bool_]) -> TrainReport:
-        """Train on labelled frames (both classes needed); keeps the weights of the best validation epoch.
+        """Train on labelled frames (both classes needed); keeps the weights of the best validation epoch (of
+        equally good epochs the latest, the most trained: an early tie can sit at the decision boundary).
 
         Success frames are rare in robot data (a successful episode ends at its first success), so the loss
         weighs the positive class by negatives/positives and epochs are compared by balanced accuracy; plain
@@ -125,7 +175,7 @@ class SuccessClassifier:
             self._epoch(x[train], y[train], optim, gen, pos_weight)
             score = self._balanced(x[val], y[val]) if n_val else self._balanced(x[train], y[train])
             _log.info("reward classifier epoch %d: balanced accuracy %.3f", epoch, score)
-            if score > best[0]:
+            if score >= best[0]:
                 best = (score, epoch, {k: v.detach().clone() for k, v in self.net.state_dict().items()})
         self.net.load_state_dict(best[2])
         self.net.eval()
