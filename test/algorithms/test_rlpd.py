@@ -12,8 +12,8 @@ import torch
 from test.algorithms.factories import fixed_batch, spy_critic_steps
 from user.algorithms.base import AlgorithmError, to_torch
 from user.algorithms.critics import EnsembleLayerNorm, EnsembleLinear, EnsembleQ
-from user.algorithms.rlpd import RLPD, RLPDConfig, _rows, concat_batches
-from user.algorithms.sac import SACConfig
+from user.algorithms.rlpd import RLPD, RLPDConfig, concat_batches
+from user.algorithms.sac import SAC, SACConfig
 from user.buffer.batch import TransitionBatch
 from user.config import ConfigError, from_mapping
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig, StateEncoder
@@ -130,6 +130,8 @@ def test_every_rlpd_setting_reaches_the_sac_that_runs_it() -> None:
         num_critics=6,
         critic_subsample=3,
         critic_hidden=(8,),
+        critic_layer_norm=False,
+        actor_q="min",
         init_temperature=0.3,
         target_entropy=-1.5,
         backup_entropy=False,
@@ -138,15 +140,44 @@ def test_every_rlpd_setting_reaches_the_sac_that_runs_it() -> None:
         augmentation="drq",
         drq_pad=2,
         grad_clip=5.0,
+        demo_ratio=0.25,
     )
-    sac = cfg.sac()
-    shared = {f.name for f in dataclasses.fields(SACConfig)} & {f.name for f in dataclasses.fields(RLPDConfig)}
-    assert len(shared) == 17
-    assert {name: getattr(sac, name) for name in shared} == {name: getattr(cfg, name) for name in shared}
-    assert (sac.critic_layer_norm, sac.actor_q) == (True, "mean")  # what RLPD changes about SAC
+    assert isinstance(cfg, SACConfig)  # RLPD's settings are SAC's, plus the demo share of a batch
+    assert [f.name for f in dataclasses.fields(RLPDConfig)] == [
+        *(f.name for f in dataclasses.fields(SACConfig)),
+        "demo_ratio",
+    ]
     policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(8,), seed=1))
-    assert RLPD(policy, cfg).config == sac
-    assert RLPD(policy).config == RLPDConfig().sac()
+    rlpd = RLPD(policy, cfg)
+    assert rlpd.config is cfg
+    assert not any(isinstance(m, EnsembleLayerNorm) for m in rlpd.critic.modules())  # layer norm: settable now
+    assert isinstance(RLPD(policy).config, RLPDConfig)
+    assert any(isinstance(m, EnsembleLayerNorm) for m in RLPD(policy).critic.modules())
+
+
+def test_rlpd_changes_only_these_sac_defaults_and_bounds() -> None:
+    sac, rlpd = SACConfig(), RLPDConfig()
+    changed = {
+        f.name: (getattr(sac, f.name), getattr(rlpd, f.name))
+        for f in dataclasses.fields(SACConfig)
+        if getattr(sac, f.name) != getattr(rlpd, f.name)
+    }
+    assert changed == {
+        "num_critics": (2, 10),
+        "critic_subsample": (None, 2),
+        "critic_layer_norm": (False, True),
+        "actor_q": ("min", "mean"),
+        "critic_actor_ratio": (1, 4),
+    }
+    assert from_mapping(SACConfig, {"batch_size": 1, "num_critics": 1}, where="sac").batch_size == 1
+    with pytest.raises(ConfigError, match=r"batch_size: 1 is below the minimum 2"):
+        from_mapping(RLPDConfig, {"batch_size": 1}, where="rlpd")
+    with pytest.raises(ConfigError, match=r"num_critics: 1 is below the minimum 2"):
+        from_mapping(RLPDConfig, {"num_critics": 1, "critic_subsample": 1}, where="rlpd")
+    with pytest.raises(ConfigError, match="critic_subsample"):
+        from_mapping(RLPDConfig, {"critic_subsample": None}, where="rlpd")  # RLPD always subsamples
+    with pytest.raises(ValueError, match=r"critic_subsample must be in 1\.\.num_critics"):
+        RLPDConfig(critic_subsample=0)  # SAC's own check still applies
 
 
 @pytest.mark.parametrize(("batch", "ratio", "split"), [(64, 0.25, (48, 16)), (10, 0.3, (7, 3)), (10, 0.0, (10, 0))])
@@ -169,8 +200,9 @@ def _kinds(online: int, demo: int, images: dict[str, tuple[int, int]] | None = N
 
 
 def _fields(batch: TransitionBatch) -> dict[str, np.ndarray]:
-    """Every per-row array of the batch by name (each camera's images too)."""
-    out = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch) if f.name not in ("images", "next_images")}
+    """Every per-row array of the batch by name (each camera's images too): every field but the state names."""
+    others = ("images", "next_images", "state_names")
+    out = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch) if f.name not in others}
     out.update({f"images.{k}": v for k, v in batch.images.items()})
     out.update({f"next_images.{k}": v for k, v in batch.next_images.items()})
     return out
@@ -184,7 +216,7 @@ def test_mixing_and_shuffling_keep_every_transition_together() -> None:
     for name, value in m.items():
         assert np.array_equal(value, np.concatenate([a[name], b[name]])), name
     order = np.array([7, 0, 3, 5, 1, 6, 2, 4])
-    shuffled = _fields(_rows(mixed, order))
+    shuffled = _fields(mixed.take(order))
     assert shuffled.keys() == m.keys()
     for name, value in shuffled.items():
         assert np.array_equal(value, m[name][order]), name
@@ -210,3 +242,18 @@ def test_update_shuffles_the_mix_so_every_critic_step_sees_demos_and_online_rows
     assert sorted(first) == sorted(rewards) and sorted(second) == sorted(rewards)  # every row once per update
     assert not np.array_equal(first, second)  # a new order each update ...
     assert all(torch.equal(x.reward, y.reward) for x, y in zip(seen, seen_again, strict=True))  # ... reproducibly
+
+
+def test_the_seed_reaches_the_sac_that_runs_it() -> None:
+    """RLPD draws its critics and targets from SAC's seeded generators: seed 0 unless given."""
+    policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(8,), seed=1))
+    cfg = RLPDConfig(num_critics=2, critic_hidden=(8,))
+
+    def critic(algorithm: SAC) -> list[torch.Tensor]:
+        return list(algorithm.critic.state_dict().values())
+
+    for seed, rlpd in ((0, RLPD(policy, cfg)), (3, RLPD(policy, cfg, seed=3))):
+        same = SAC(policy, cfg, seed=seed)
+        assert all(torch.equal(a, b) for a, b in zip(critic(rlpd), critic(same), strict=True)), seed
+        assert rlpd.generator.get_state().equal(same.generator.get_state())
+    assert not torch.equal(critic(RLPD(policy, cfg, seed=3))[0], critic(RLPD(policy, cfg))[0])

@@ -203,3 +203,25 @@ def test_a_resent_episode_is_stored_whole_beside_a_live_one(tmp_path: Path) -> N
             buf.add_episode([resent[0], resent[2]])
         with pytest.raises(BufferError, match="does not end the episode"):
             buf.add_episode(episode("r", 9, steps=3, images=False)[:2])
+
+
+def test_bytes_received_with_transitions_are_stored_as_they_came(tmp_path: Path) -> None:
+    """`add` and `add_episode` hand received CDR bytes to the writer, which stores them instead of encoding."""
+    from user.buffer.segments import Position
+    from user.interfaces import default_codec
+    from user.interfaces.domain import transition_to_msg
+
+    codec = default_codec()
+
+    def received(t: object) -> bytes:  # decodes to `t`, but is not what the buffer would encode
+        return codec.encode(transition_to_msg(t, codec)) + b"\x00"  # type: ignore[arg-type]
+
+    with ReplayBuffer.open(tmp_path / "b", _config()) as buf:
+        live, resent = episode("r", 1, steps=2, images=False), episode("r", 0, steps=2, images=False)
+        for t in live:
+            buf.add(t, payload=received(t))
+        buf.add_episode(resent, payloads=[received(t) for t in resent])
+        rows = buf.storage.index.transitions()
+        stored = [buf.storage.read_payload(r.segment_id, Position(r.offset, r.length)) for r in rows]
+        assert stored == [received(t) for t in [*live, *resent]]
+        assert [buf.storage.read(i).step for i in range(4)] == [0, 1, 0, 1]

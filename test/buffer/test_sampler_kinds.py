@@ -17,6 +17,7 @@ from user.buffer.samplers import (
     UniformSampler,
     make_sampler,
 )
+from user.config.strict import ConfigError, from_mapping
 
 KINDS = ["uniform", "recent", "staleness", "demo_ratio", "intervention"]
 DEMOS = 40  # transitions 0..39 are demonstrations
@@ -99,3 +100,17 @@ def test_a_sampler_built_without_arguments_behaves_as_the_default_config(kind: s
 def test_every_kind_is_not_ready_on_an_empty_buffer(kind: str) -> None:
     with pytest.raises(NotReadyError, match=f"{kind} sampler: no transitions to sample from yet"):
         _sampler(kind).sample(_columns(0).view(), 4)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"kind": "uniform", "demo_ratio": 0.3}, "demo_ratio: a setting of kind 'demo_ratio', but kind 'uniform'"),
+        ({"kind": "demo_ratio", "window": 10}, "window: a setting of kind 'recent'"),
+        ({"kind": "recent", "max_staleness": 2}, "max_staleness: a setting of kind 'staleness'"),
+        ({"include_demos": False}, "include_demos: a setting of kind 'intervention', but kind 'demo_ratio'"),
+    ],
+)
+def test_a_setting_of_another_sampler_kind_is_refused(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^buffer.yaml: {message}"):
+        from_mapping(SamplerConfig, data, where="buffer.yaml")

@@ -269,6 +269,55 @@ def test_an_operator_reset_ends_the_episode_truncated(tmp_path: Path, writers: l
     assert w.end_episode("arm") is None and w.end_episode("nobody") is None
 
 
+def _payload(w: EpisodeWriter, row: TransitionRow) -> bytes:
+    """The stored bytes of the transition `row` describes."""
+    return w.storage.read_payload(row.segment_id, Position(row.offset, row.length))
+
+
+def _padded(t: Transition) -> bytes:
+    """CDR bytes of `t` that differ from what the writer would encode (two trailing alignment bytes, as some DDS
+    serializers add) but decode to `t` all the same: stored as given, they show the writer did not re-encode."""
+    return _wire(t) + b"\x00\x00"
+
+
+def test_bytes_given_with_a_transition_are_stored_as_they_came(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
+    w = _writer(tmp_path)
+    writers.append(w)
+    steps = episode("arm", 0, 3)
+    given = [_padded(steps[0]), None, _padded(steps[2])]
+    for t, payload in zip(steps, given, strict=True):
+        w.add(t, payload=payload)
+    rows = w.index.transitions()
+    assert [_payload(w, r) for r in rows] == [given[0], _wire(steps[1]), given[2]]  # none given: encoded here
+    assert [r.length for r in rows] == [len(given[0]), len(_wire(steps[1])), len(given[2])]
+    assert all(_wire(_stored(w, r)) == _wire(t) for r, t in zip(rows, steps, strict=True))
+
+
+def test_an_operator_reset_encodes_the_step_it_changes(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
+    w = _writer(tmp_path)
+    writers.append(w)
+    steps = episode("arm", 0, 5)[:2]
+    for t in steps:
+        w.add(t, payload=_padded(t))
+    assert w.end_episode("arm") == 0
+    first, last = w.index.transitions()
+    assert _payload(w, first) == _padded(steps[0])  # unchanged: as it came
+    assert _payload(w, last) == _wire(replace(steps[1], truncated=True))  # changed: the new flags, encoded
+
+
+def test_a_resent_episode_stores_the_bytes_given_with_it(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
+    w = _writer(tmp_path)
+    writers.append(w)
+    steps = episode("arm", 3, 3)
+    given = [None, _padded(steps[1]), _padded(steps[2])]
+    assert w.add_episode(steps, payloads=given) == 0
+    rows = w.index.transitions()
+    assert [_payload(w, r) for r in rows] == [_wire(steps[0]), given[1], given[2]]
+    with pytest.raises(BufferError, match="2 payloads for an episode of 3 transitions"):
+        w.add_episode(episode("arm", 4, 3), payloads=given[:2])
+    assert w.index.count() == (3, 1)
+
+
 def test_discarding_forgets_only_that_robots_steps(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
     w = _writer(tmp_path)
     writers.append(w)

@@ -273,8 +273,8 @@ class Gains:
 class Settings:
     rate_hz: float = setting(10.0, "loop rate", min=0.1, live=True)
     label: str = setting("arm", "a fixed name")
-    gains: Gains = setting(Gains(), "controller")  # noqa: RUF009 - frozen
-    extra: dict[str, Any] = setting({}, "free-form extras")  # noqa: RUF009 - copied
+    gains: Gains = setting(Gains(), "controller")
+    extra: dict[str, Any] = setting({}, "free-form extras")
 
 
 def test_parameters_are_declared_typed_and_checked(make_any_bus: MakeBus) -> None:

@@ -56,11 +56,11 @@ class Inner:
 class Outer:
     algorithm: Literal["sac", "bc"] = setting("sac", "which algorithm")
     steps: int = setting(1, "steps", min=1)
-    sac: Inner = setting(Inner(), "SAC settings")  # noqa: RUF009 - frozen
-    robots: list[str] = setting([], "robot ids")  # noqa: RUF009 - copied
+    sac: Inner = setting(Inner(), "SAC settings")
+    robots: list[str] = setting([], "robot ids")
     target: float | None = setting(None, "None: automatic")
-    extras: dict[str, Any] = setting({"k": [1, 2]}, "free-form")  # noqa: RUF009 - copied
-    presses: list[tuple[float, str]] = setting([], "scripted presses")  # noqa: RUF009 - copied
+    extras: dict[str, Any] = setting({"k": [1, 2]}, "free-form")
+    presses: list[tuple[float, str]] = setting([], "scripted presses")
 
 
 def test_nested_settings_become_dotted_typed_described_parameters() -> None:
@@ -169,3 +169,26 @@ def test_the_store_applies_live_changes_only() -> None:
         store.apply({"steps": 2})
     assert store.values is new and len(applied) == 1
     assert dataclasses.replace(Outer(), sac=Inner(lr=1e-3)) == store.values
+
+
+@dataclass(frozen=True)
+class Choosing:
+    algorithm: Literal["sac", "bc"] = setting("sac", "which algorithm")
+    sac: Inner = setting(Inner(), "algorithm sac: its settings", when=("algorithm", "sac"))
+    bc: Inner = setting(Inner(), "algorithm bc: its settings", when=("algorithm", "bc"))
+
+
+def test_a_live_change_leaves_the_settings_of_other_kinds_out() -> None:
+    store = ParameterStore(Choosing, Choosing(algorithm="bc"), lambda _new: None, "parameters of node 'n'")
+    assert "sac.lr" in store.current()  # declared (ros2 param list shows it), though not in use
+    new = store.apply({"bc.lr": 1e-3})
+    assert new.bc.lr == 1e-3 and new.algorithm == "bc"
+    with pytest.raises(ParameterRefusedError, match="sac: a setting of algorithm 'sac', but algorithm 'bc'"):
+        store.apply({"sac.lr": 1e-3})
+
+
+def test_a_setting_of_one_kind_says_so_in_its_descriptor() -> None:
+    table = {p.name: p for p in ros_params(Choosing)}
+    assert table["sac.gamma"].constraints.startswith("only with algorithm sac")
+    assert table["bc.lr"].constraints == "only with algorithm bc"
+    assert table["algorithm"].constraints == "one of: sac, bc"

@@ -85,3 +85,17 @@ def test_build_camera_picks_the_driver(make_bus: Callable[..., ZenohBus]) -> Non
 def test_direct_construction_is_checked_too() -> None:
     with pytest.raises(ConfigError, match="'c': rate_hz and the timeouts must be positive"):
         CameraConfig(name="c", driver="source", rate_hz=0.0)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"driver": "realsense", "device": "0"}, "device: a setting of driver 'opencv', but driver 'realsense'"),
+        ({"driver": "opencv", "device": "0", "serial": "123"}, "serial: a setting of driver 'realsense'"),
+        ({"driver": "realsense", "topic": "/c/image_raw"}, "topic: a setting of driver 'bus'"),
+        ({"driver": "bus", "topic": "/c", "loop": True}, "loop: a setting of driver 'opencv', but driver 'bus'"),
+    ],
+)
+def test_a_setting_of_another_camera_driver_is_refused(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=f"cameras.yaml: {message}"):
+        load({"name": "wrist", **data})

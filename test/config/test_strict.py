@@ -7,7 +7,7 @@ from typing import Literal
 
 import pytest
 
-from user.config.strict import ConfigError, describe_settings, from_mapping, load_yaml, setting
+from user.config.strict import ConfigError, describe_settings, from_mapping, inactive_settings, load_yaml, setting
 
 
 @dataclass
@@ -96,3 +96,66 @@ def test_yaml_errors_name_the_file(tmp_path) -> None:  # type: ignore[no-untyped
 def test_describe_settings_lists_docs() -> None:
     rows = {name: (default, doc) for name, _tp, default, doc in describe_settings(Inner)}
     assert rows["gain"] == (1.0, "a gain")
+
+
+@dataclass(frozen=True)
+class Gains:
+    kp: float = setting(1.0, "gain")
+
+
+@dataclass(frozen=True)
+class Chooser:
+    kind: Literal["a", "b", "c"] = setting("a", "which kind")
+    a: Gains = setting(Gains(), "kind a: its settings", when=("kind", "a"))
+    b: Gains = setting(Gains(), "kind b: its settings", when=("kind", "b"))
+    shared: int = setting(0, "kinds b and c", when=("kind", ("b", "c")))
+    common: int = setting(0, "every kind")
+
+
+def test_a_setting_of_the_selected_kind_is_taken() -> None:
+    assert from_mapping(Chooser, {"a": {"kp": 2.0}}, where="f.yaml").a.kp == 2.0  # kind a is the default
+    got = from_mapping(Chooser, {"kind": "b", "b": {"kp": 3.0}, "shared": 4}, where="f.yaml")
+    assert (got.b.kp, got.shared) == (3.0, 4)
+    assert from_mapping(Chooser, {"kind": "c", "shared": 5, "common": 1}, where="f.yaml").shared == 5
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"b": {"kp": 2.0}},
+            "f.yaml: b: a setting of kind 'b', but kind 'a' is selected (remove it, or select kind: b)",
+        ),
+        ({"kind": "b", "a": {}}, "f.yaml: a: a setting of kind 'a', but kind 'b' is selected"),
+        ({"kind": "a", "shared": 1}, "f.yaml: shared: a setting of kind 'b' or 'c', but kind 'a' is selected"),
+        ({"kind": "c", "b": {"kp": 1.0}}, "f.yaml: b: a setting of kind 'b', but kind 'c' is selected"),
+    ],
+)
+def test_a_setting_of_another_kind_is_an_error_naming_it(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        from_mapping(Chooser, data, where="f.yaml")
+    assert str(err.value).startswith(message)
+
+
+def test_a_nested_choice_names_the_whole_path() -> None:
+    @dataclass(frozen=True)
+    class Holder:
+        inner: Chooser = setting(Chooser(), "the choice")
+
+    with pytest.raises(ConfigError, match=r"^f.yaml: inner.b: a setting of kind 'b', but kind 'a' is selected"):
+        from_mapping(Holder, {"inner": {"b": {}}}, where="f.yaml")
+
+
+def test_inactive_settings_are_those_of_the_kinds_not_selected() -> None:
+    assert inactive_settings(Chooser()) == ["b", "shared"]
+    assert inactive_settings(Chooser(kind="b")) == ["a"]
+    assert inactive_settings(Chooser(kind="c")) == ["a", "b"]
+
+
+def test_when_must_name_a_field_of_the_same_settings() -> None:
+    @dataclass(frozen=True)
+    class Broken:
+        x: int = setting(0, "x", when=("nothing", "a"))
+
+    with pytest.raises(TypeError, match="'nothing'"):
+        from_mapping(Broken, {"x": 1}, where="f.yaml")

@@ -56,6 +56,29 @@ def test_a_bad_setting_fails_the_launch_naming_the_node(tmp_path: Path) -> None:
         prepare(str(path), str(tmp_path / "run"), False, [])
 
 
+@pytest.mark.parametrize(
+    ("kind", "params", "message"),
+    [
+        ("learner", "{learning: {algorithm: rlpd, sac: {gamma: 0.5}}}", "learning.sac: a setting of algorithm 'sac'"),
+        (
+            "robot",
+            "{driver: sim_franka, host: 10.0.0.2}",
+            "host: a setting of driver 'franka', but driver 'sim_franka'",
+        ),
+        ("reward", "{source: human, classifier_path: c.pt}", "classifier_path: a setting of source 'classifier'"),
+    ],
+)
+def test_a_setting_of_an_unselected_kind_fails_the_launch_in_one_line(
+    kind: str, params: str, message: str, tmp_path: Path
+) -> None:
+    path = _write(tmp_path, f"name: x\nnodes:\n  - name: n\n    kind: {kind}\n    params: {params}\n")
+    with pytest.raises(ConfigError) as err:
+        prepare(str(path), str(tmp_path / "run"), False, [])
+    assert str(path) in str(err.value) and f"node 'n' ({kind}): {message}" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "run").exists()  # nothing was started, no run directory made
+
+
 def test_unlimited_respawns(tmp_path: Path) -> None:
     path = _write(tmp_path, "name: x\nnodes: [{name: a, kind: talker, respawn: true, max_respawns: -1}]\n")
     (launch,) = launches(load(path))

@@ -7,7 +7,7 @@ import pytest
 from rosbags.typesys.base import Nodetype  # type: ignore[attr-defined]
 
 from user.interfaces import DecodeError, EncodeError, UnknownTypeError, default_codec
-from user.interfaces.codec import Codec, normalize_typename
+from user.interfaces.codec import ENCODED_HEADER, Codec, normalize_typename
 from user.interfaces.convert import MessageDataError, from_data, to_data
 from user.interfaces.domain import EncodedImage, Observation, observation_from_msg, observation_to_msg
 from user.interfaces.idl import read_interfaces
@@ -201,10 +201,22 @@ def _sample(typename: str) -> dict[str, object]:
 def test_every_interface_round_trips_with_every_field_set(typename: str) -> None:
     data = _sample(typename)
     raw = CODEC.encode(from_data(typename, data, CODEC))
-    assert raw[:4] == b"\x00\x01\x00\x00"  # little-endian CDR, as ROS 2 sends
+    assert raw[:4] == b"\x00\x01\x00\x00" == ENCODED_HEADER  # little-endian CDR, as ROS 2 sends
     msg = CODEC.decode(raw, typename)
     assert msg.__msgtype__ == typename
     assert to_data(msg, CODEC) == data
+    assert CODEC.encoded_size(msg) == CODEC.encoded_size(msg, typename) == len(raw)  # told without encoding
+
+
+def test_encoded_size_is_taken_for_the_type_given() -> None:
+    header = CODEC.msg_class("std_msgs/Header")(
+        stamp=CODEC.msg_class("builtin_interfaces/Time")(sec=1, nanosec=0), frame_id="ab"
+    )
+    assert CODEC.encoded_size(header) == len(CODEC.encode(header)) == 4 + 8 + 4 + 3
+    with pytest.raises(UnknownTypeError):
+        CODEC.encoded_size(header, "nope/msg/X")
+    with pytest.raises(AttributeError):
+        CODEC.encoded_size(header, "std_msgs/String")  # a Header has no String's field
 
 
 def test_big_endian_cdr_is_decoded_too() -> None:

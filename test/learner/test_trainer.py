@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from test.buffer import factories as f
@@ -89,4 +90,38 @@ def test_training_waits_without_data_and_counts_it_idle(tmp_path: Path) -> None:
     assert trainer.train(3, timeout_s=0.3) == 0  # nothing stored: the deadline ends it
     assert time.monotonic() - started < 5.0
     assert trainer.counters.update_calls == 0 and trainer.counters.idle_s > 0 and trainer.idle_fraction() == 1.0
+    buf.close()
+
+
+def test_the_policy_sees_the_state_columns_the_batch_names_without_a_buffer_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    from user.buffer.batch import TransitionBatch
+
+    names = ("x0", "task/goal", "x1", "x2", "task/peg", "x3", "x4")  # f.STATE_DIM entries, 2 privileged
+    learning = replace(
+        _learning(),
+        mlp=MLPPolicyConfig(state_dim=5, action_dim=f.ACTION_DIM, hidden=(8,)),
+        exclude_state_prefixes=("task/",),
+    )
+    buf = _buffer(tmp_path / "b", 0.0, min_size=10, error_buffer=BATCH)
+    for t in f.episode("r", 0, steps=20, images=False):
+        state = t.observation.state + np.arange(f.STATE_DIM, dtype=np.float32)
+        named = replace(t.observation, state=state, state_names=names)
+        buf.add(replace(t, observation=named, next_observation=replace(t.next_observation, state_names=names)))
+    algorithm = learning.build_algorithm(learning.build_policy())
+    seen: list[TransitionBatch] = []
+    update = algorithm.update
+    monkeypatch.setattr(algorithm, "update", lambda batch: (seen.append(batch), update(batch))[1])
+    monkeypatch.setattr(buf, "get", lambda _indices: pytest.fail("the trainer read a transition for its names"))
+    trainer = Trainer(algorithm, buf, learning.state_selector())
+    assert trainer.train(2, timeout_s=30.0) == 2
+    kept = [0, 2, 3, 5, 6]
+    for batch in seen:
+        assert batch.state.shape == (BATCH, 5) and batch.next_state.shape == (BATCH, 5)
+        assert batch.state_names == ("x0", "x1", "x2", "x3", "x4")
+        stored = np.stack([buf.storage.get([int(i)])[0].observation.state for i in batch.indices])
+        assert np.array_equal(batch.state, stored[:, kept])
     buf.close()

@@ -12,7 +12,7 @@ import pytest
 
 from test.conftest import wait_until
 from user.bus.base import Bus
-from user.config.strict import ConfigError
+from user.config.strict import ConfigError, from_mapping
 from user.nodes.pedal import MODE_EPISODE_END, MODE_STEP, PedalNode, PedalParams
 from user.nodes.teleop import TeleopNode, TeleopParams
 from user.robot_loop.devices import DeviceError, SpaceMouseTeleop
@@ -103,3 +103,21 @@ def test_missing_pyspacemouse_names_the_package() -> None:
             SpaceMouseTeleop()
     else:
         pytest.skip("pyspacemouse is installed")
+
+
+@pytest.mark.parametrize(
+    ("params_cls", "data", "message"),
+    [
+        (
+            PedalParams,
+            {"source": "scripted", "device_path": "/dev/input/event3"},
+            "device_path: a setting of source 'evdev'",
+        ),
+        (PedalParams, {"scripted_presses": [[0.5, "KEY_A"]]}, "scripted_presses: a setting of source 'scripted'"),
+        (TeleopParams, {"device": "scripted", "deadzone": 0.1}, "deadzone: a setting of device 'spacemouse'"),
+        (TeleopParams, {"scripted_duration_s": 2.0}, "scripted_duration_s: a setting of device 'scripted'"),
+    ],
+)
+def test_a_setting_of_another_input_source_is_refused(params_cls: type, data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^n.yaml: {message}"):
+        from_mapping(params_cls, data, where="n.yaml")

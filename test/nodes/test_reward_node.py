@@ -123,7 +123,9 @@ class Harness:
             self.replayed.append(transition_from_msg(msg))
 
     def start(self, **params: Any) -> RewardNode:
-        params = {"robot_id": self.robot, "human_topic": self.human_topic, **params}
+        params = {"robot_id": self.robot, **params}
+        if params.get("source") == "human":  # the presses' topic is a setting of the human source only
+            params.setdefault("human_topic", self.human_topic)
         reward = RewardNode(self._make_bus(f"reward_{uuid.uuid4().hex[:4]}", params))
         matched = [reward._pub.raw, self.transitions.raw, reward._pub_replay.raw, self.replays.raw]
         if reward.human is not None:
@@ -438,6 +440,13 @@ def test_configuration_errors_are_clear(make_bus: Callable[..., ZenohBus], tmp_p
         RewardNode(make_bus("r4", {"source": "human", "latency_s": -1.0}))
     with pytest.raises(ConfigError, match="unknown key 'lattency_s'"):
         RewardNode(make_bus("r5", {"lattency_s": 1.0}))
+    # a setting of another source than the one selected is refused, not quietly ignored
+    with pytest.raises(ConfigError, match="latency_s: a setting of source 'human', but source 'rule' is selected"):
+        RewardNode(make_bus("r8", {"source": "rule", "latency_s": 1.0}))
+    with pytest.raises(ConfigError, match="rule: a setting of source 'rule', but source 'task' is selected"):
+        RewardNode(make_bus("r9", {"rule": {"scale": 0.1}}))
+    with pytest.raises(ConfigError, match="classifier_mode: a setting of source 'classifier', but source 'human'"):
+        RewardNode(make_bus("r10", {"source": "human", "classifier_mode": "terminal"}))
 
 
 # ---- the ROS-free core ---------------------------------------------------------------------------------

@@ -85,3 +85,20 @@ def test_an_episode_ended_without_a_done_step_is_dropped_when_the_next_begins() 
     _episode(box, 2)
     clock.t = 5.0
     assert [e for e, _ in box.due()] == [2]
+
+
+def test_an_episode_ended_early_is_kept_whole_with_its_last_step_truncated() -> None:
+    clock = Clock()
+    box = EpisodeOutbox(resend_after_s=1.0, clock=clock)
+    box.acknowledge(-1)
+    box.add(1, "1:0", done=False)
+    box.add(1, "1:1", done=False)  # operator reset here: no done step
+    assert box.pending() == []
+    assert box.end_early(1, lambda m: f"{m}:truncated")
+    assert not box.end_early(1, lambda m: f"{m}:again")  # ended once
+    assert not box.end_early(7, lambda m: m)  # not held
+    _episode(box, 2)
+    assert box.pending() == [1, 2]
+    clock.t = 5.0
+    assert box.due() == [(1, ["1:0", "1:1:truncated"]), (2, ["2:0", "2:1", "2:2"])]
+    assert box.acknowledge(1)

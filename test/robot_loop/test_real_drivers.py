@@ -31,7 +31,8 @@ from user.interfaces.domain import Action, Transition, action_to_msg, observatio
 from user.nodes.robot import RobotNode, RobotNodeParams
 from user.rewards.rule import RuleReward, RuleRewardConfig
 from user.robot_loop import ActionGate, ControlLoop, Observer
-from user.robot_loop.drivers import REAL_MAX_STEPS, DriverBundle, DriverError, DriverSpec, build_driver, check_spec
+from user.robot_loop.driver_spec import DriverError, DriverSpec
+from user.robot_loop.drivers import REAL_MAX_STEPS, DriverBundle, build_driver
 from user.robot_loop.gate import SOURCE_POLICY
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.scoring import ExternalScorer, RuleScorer
@@ -47,7 +48,13 @@ TARGET = (READY_X + 0.05, 0.0, READY_Z)  # 5 cm along +x from the start
 STEP_M = 0.02  # safety scaling: an action of 1 moves the target 2 cm
 
 
+def spec(**settings: Any) -> DriverSpec:
+    """Driver settings as a deployment file gives them (checked at load, errors as `ConfigError`)."""
+    return from_mapping(DriverSpec, settings, where="robot.yaml")
+
+
 def franka_spec(address: str, **changes: Any) -> DriverSpec:
+    """The libfranka driver's settings; a change to None leaves that key out."""
     settings: dict[str, Any] = {
         "driver": "franka",
         "robot_id": "fr",
@@ -58,7 +65,7 @@ def franka_spec(address: str, **changes: Any) -> DriverSpec:
         "hardware": {"ignore_realtime": True, "safety": {"max_translation_per_step_m": STEP_M}},
     }
     settings.update(changes)
-    return DriverSpec(**settings)
+    return spec(**{key: value for key, value in settings.items() if value is not None})
 
 
 def act(dx: float) -> np.ndarray:
@@ -289,8 +296,8 @@ def test_robot_node_runs_franka_ros_with_a_rule_reward(make_bus: Callable[..., Z
     ("changes", "message"),
     [
         ({"host": ""}, "needs host: the IP address"),
-        ({"reward": "task"}, "a real robot has no task"),
-        ({"reward": "external"}, "rule is set but reward is 'external'"),
+        ({"reward": "task", "rule": None}, "a real robot has no task"),
+        ({"reward": "external"}, "robot.yaml: rule: a setting of reward 'rule', but reward 'external' is selected"),
         ({"hardware": {"hostname": "x"}}, "hardware: unknown key 'hostname'"),
         ({"hardware": {"robot_id": "other"}}, "hardware.robot_id: set it as the robot node's `robot_id`"),
         ({"hardware": {"controller": "torque"}}, "hardware: controller: 'torque' is not one of"),
@@ -299,47 +306,66 @@ def test_robot_node_runs_franka_ros_with_a_rule_reward(make_bus: Callable[..., Z
         ({"camera_configs": {"wrist": {"driver": "source"}}}, "driver 'source' is for simulators"),
         ({"camera_configs": {"wrist": {"driver": "bus"}}}, "camera_configs.wrist: .*needs a topic"),
         ({"camera_configs": {"wrist": {"name": "front", "driver": "realsense"}}}, "differs from its key"),
-        ({"cameras": True}, "cameras is a simulator setting"),
-        ({"privileged_state": True}, "privileged_state is a simulator setting"),
+        ({"cameras": True}, "cameras: a setting of driver 'sim_franka' or 'sim_arx', but driver 'franka' is selected"),
+        ({"privileged_state": True}, "privileged_state: a setting of driver 'sim_franka' or 'sim_arx'"),
         ({"realtime": False}, "realtime: false is a simulator setting"),
-        ({"safety": {"gripper_max": 0.0}}, r"safety \(set hardware.safety\) is a simulator setting"),
-        ({"driver": "franka_ros"}, "host is a setting of driver franka only"),
-        ({"driver": "arx", "host": "", "hardware": {"interface": 3}}, "hardware: interface"),
-        ({"driver": "nonsense"}, "unknown robot driver 'nonsense'"),
+        ({"safety": {"gripper_max": 0.0}}, "safety: a setting of driver 'sim_franka' or 'sim_arx'"),
+        ({"driver": "franka_ros"}, "host: a setting of driver 'franka', but driver 'franka_ros' is selected"),
+        ({"driver": "arx", "host": None, "hardware": {"interface": 3}}, "hardware: interface"),
+        ({"driver": "nonsense"}, "driver: 'nonsense' is not one of 'sim_franka'"),
     ],
 )
 def test_wrong_real_driver_settings_are_clear_errors(changes: dict[str, Any], message: str) -> None:
-    with pytest.raises(DriverError, match=message):
-        check_spec(franka_spec("172.16.0.2", **changes))
+    with pytest.raises(ConfigError, match=message):
+        franka_spec("172.16.0.2", **changes)
 
 
-def test_sim_drivers_refuse_real_settings_and_keep_their_task_reward() -> None:
-    check_spec(DriverSpec("sim_franka", "s"))
-    changes: dict[str, Any]
-    for changes in ({"host": "10.0.0.2"}, {"camera_configs": {"w": {}}}, {"hardware": {"x": 1}}, {"rule": {"a": 1}}):
-        with pytest.raises(DriverError, match="setting of the real drivers"):
-            check_spec(DriverSpec("sim_franka", "s", **changes))
-    with pytest.raises(DriverError, match="for real drivers"):
-        check_spec(DriverSpec("gym", "g", gym_env="Pendulum-v1", reward="external"))
+@pytest.mark.parametrize(
+    ("key", "value", "owner"),
+    [
+        ("host", "10.0.0.2", "driver 'franka'"),
+        ("camera_configs", {"w": {}}, "driver 'franka' or 'franka_ros' or 'arx'"),
+        ("hardware", {"x": 1}, "driver 'franka' or 'franka_ros' or 'arx'"),
+        ("rule", {"scale": 0.1}, "reward 'rule'"),
+        ("gym_env", "Pendulum-v1", "driver 'gym'"),
+    ],
+)
+def test_sim_drivers_refuse_settings_of_other_drivers(key: str, value: Any, owner: str) -> None:
+    spec(driver="sim_franka", robot_id="s")
+    with pytest.raises(ConfigError, match=rf"robot.yaml: {key}: a setting of {owner}, but .* is selected"):
+        spec(driver="sim_franka", robot_id="s", **{key: value})
+
+
+def test_sim_drivers_keep_their_task_reward_and_gym_takes_no_arm_settings() -> None:
+    with pytest.raises(ConfigError, match="for real drivers"):
+        spec(driver="gym", robot_id="g", gym_env="Pendulum-v1", reward="external")
+    with pytest.raises(ConfigError, match="driver gym needs gym_env"):
+        spec(driver="gym", robot_id="g")
+    for key, value in (("task", "reach"), ("cameras", True), ("task_params", {"chamfer": 0.0})):
+        with pytest.raises(ConfigError, match=f"{key}: a setting of driver 'sim_franka' .*but driver 'gym'"):
+            spec(driver="gym", robot_id="g", gym_env="Pendulum-v1", **{key: value})
 
 
 def test_sim_arm_safety_settings_go_on_top_of_the_defaults() -> None:
-    robot = build_driver(DriverSpec("sim_franka", "s", safety={"gripper_max": 0.0, "workspace_min": [0.3, -0.3, 0.1]}))
+    robot = build_driver(
+        spec(driver="sim_franka", robot_id="s", safety={"gripper_max": 0.0, "workspace_min": [0.3, -0.3, 0.1]})
+    )
     limits = robot.robot.safety.config  # type: ignore[attr-defined]
     assert limits.gripper_max == 0.0 and limits.workspace_min == (0.3, -0.3, 0.1)
     assert limits.workspace_max == SafetyConfig().workspace_max  # untouched settings keep their defaults
     with pytest.raises(DriverError, match="safety: unknown key 'gripper'"):
-        build_driver(DriverSpec("sim_franka", "s", safety={"gripper": 0.0}))
+        build_driver(spec(driver="sim_franka", robot_id="s", safety={"gripper": 0.0}))
     with pytest.raises(DriverError, match="safety"):
-        build_driver(DriverSpec("sim_franka", "s", safety={"gripper_min": 0.5, "gripper_max": 0.2}))
-    with pytest.raises(DriverError, match="driver gym has no Cartesian action limits"):
-        check_spec(DriverSpec("gym", "g", gym_env="Pendulum-v1", safety={"gripper_max": 0.0}))
+        build_driver(spec(driver="sim_franka", robot_id="s", safety={"gripper_min": 0.5, "gripper_max": 0.2}))
+    with pytest.raises(ConfigError, match="safety: a setting of driver 'sim_franka' or 'sim_arx', but driver 'gym'"):
+        spec(driver="gym", robot_id="g", gym_env="Pendulum-v1", safety={"gripper_max": 0.0})
 
 
 def test_robot_node_params_check_the_driver_settings_at_load() -> None:
     good = {"driver": "arx", "reward": "external", "hardware": {"interface": "can1"}}
     params = from_mapping(RobotNodeParams, good, where="a.yaml")
-    assert params.driver_spec().hardware == {"interface": "can1"}
+    assert params.hardware == {"interface": "can1"}
+    assert isinstance(params, DriverSpec)  # the node's parameters are the driver's settings, not a copy
     with pytest.raises(ConfigError, match=r"a.yaml: driver franka needs host"):
         from_mapping(RobotNodeParams, {"driver": "franka", "reward": "external"}, where="a.yaml")
     with pytest.raises(ConfigError, match="camera_configs.wrist: .*resize"):
@@ -349,7 +375,7 @@ def test_robot_node_params_check_the_driver_settings_at_load() -> None:
 
 def test_franka_ros_and_bus_cameras_need_a_node() -> None:
     with pytest.raises(DriverError, match="build it in a node"):
-        build_driver(DriverSpec("franka_ros", "fr", reward="external"))
+        build_driver(spec(driver="franka_ros", robot_id="fr", reward="external"))
     camera = {"wrist": {"driver": "bus", "topic": "/camera/color/image_raw"}}
     with pytest.raises(DriverError, match="build it in a node"):
         build_driver(franka_spec("172.16.0.2", camera_configs=camera))
@@ -358,11 +384,12 @@ def test_franka_ros_and_bus_cameras_need_a_node() -> None:
 def test_building_a_real_driver_loads_no_hardware_sdk() -> None:
     code = (
         "import sys\n"
-        "from user.robot_loop.drivers import DriverSpec, build_driver\n"
+        "from user.robot_loop.driver_spec import DriverSpec\n"
+        "from user.robot_loop.drivers import build_driver\n"
         "import user.nodes.robot\n"
         "assert 'cv2' not in sys.modules, 'cv2 at import'\n"
-        "build_driver(DriverSpec('franka', 'fr', host='172.16.0.2', reward='external'))\n"
-        "build_driver(DriverSpec('arx', 'a', reward='external'))\n"
+        "build_driver(DriverSpec(driver='franka', robot_id='fr', host='172.16.0.2', reward='external'))\n"
+        "build_driver(DriverSpec(driver='arx', robot_id='a', reward='external'))\n"
         "loaded = [m for m in ('franky', 'arx5_interface', 'pyrealsense2', 'cv2') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,29 +44,24 @@ class TorchBatch:
     def __len__(self) -> int:
         return int(self.action.shape[0])
 
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> TorchBatch:
+        """This batch with `fn` applied to every per-row tensor (the observations' state and images too)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, TensorObs):
+                out[f.name] = TensorObs(fn(value.state), {k: fn(v) for k, v in value.images.items()})
+            else:
+                out[f.name] = fn(value)
+        return TorchBatch(**out)
+
     def to(self, device: torch.device) -> TorchBatch:
         """The same batch on `device`."""
-        return TorchBatch(
-            obs=self.obs.to(device),
-            action=self.action.to(device),
-            reward=self.reward.to(device),
-            next_obs=self.next_obs.to(device),
-            terminated=self.terminated.to(device),
-            is_demo=self.is_demo.to(device),
-            intervened=self.intervened.to(device),
-        )
+        return self.map(lambda t: t.to(device))
 
     def select(self, rows: torch.Tensor) -> TorchBatch:
         """The sub-batch at `rows` (indices or boolean mask)."""
-        return TorchBatch(
-            obs=TensorObs(self.obs.state[rows], {k: v[rows] for k, v in self.obs.images.items()}),
-            action=self.action[rows],
-            reward=self.reward[rows],
-            next_obs=TensorObs(self.next_obs.state[rows], {k: v[rows] for k, v in self.next_obs.images.items()}),
-            terminated=self.terminated[rows],
-            is_demo=self.is_demo[rows],
-            intervened=self.intervened[rows],
-        )
+        return self.map(lambda t: t[rows])
 
 
 def to_torch(batch: TransitionBatch, policy: Policy) -> TorchBatch:

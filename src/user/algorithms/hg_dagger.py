@@ -23,7 +23,7 @@ from user.policies.base import Policy
 class HGDaggerConfig:
     """HG-DAgger settings."""
 
-    bc: BCConfig = setting(BCConfig(), "the behaviour-cloning step")  # noqa: RUF009 - frozen
+    bc: BCConfig = setting(BCConfig(), "the behaviour-cloning step")
     use_demos: bool = setting(True, "also imitate rows marked as demonstrations")
 
 

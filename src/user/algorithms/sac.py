@@ -9,6 +9,7 @@ once every `critic_actor_ratio` critic steps. DrQ augmentation shifts every came
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,15 +165,8 @@ class SAC(Algorithm):
         if self.config.augmentation != "drq":
             return batch
         pad = self.config.drq_pad
-        return TorchBatch(
-            augment_obs(batch.obs, pad, self.generator),
-            batch.action,
-            batch.reward,
-            augment_obs(batch.next_obs, pad, self.generator),
-            batch.terminated,
-            batch.is_demo,
-            batch.intervened,
-        )
+        obs = augment_obs(batch.obs, pad, self.generator)  # drawn before next_obs: the generator's order
+        return dataclasses.replace(batch, obs=obs, next_obs=augment_obs(batch.next_obs, pad, self.generator))
 
     def target_members(self) -> torch.Tensor:
         """Indices of the target critics the TD target takes its minimum over (a random subset for REDQ)."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -13,12 +15,16 @@ from user.interfaces.images import ImageCodecError, decode_image
 
 
 class BatchError(BufferError):
-    """Transitions of one batch do not stack (different state sizes, cameras or image shapes)."""
+    """Transitions of one batch do not stack (different state sizes, state names, cameras or image shapes)."""
 
 
 @dataclass(frozen=True)
 class TransitionBatch:
-    """B transitions, stacked. Images are (B, H, W, 3) uint8 when decoded, else (B,) arrays of JPEG/PNG bytes."""
+    """B transitions, stacked. Images are (B, H, W, 3) uint8 when decoded, else (B,) arrays of JPEG/PNG bytes.
+
+    Every field annotated `np.ndarray` holds one entry per row, and so does each camera's array of the
+    `dict[str, np.ndarray]` fields: `map`, `take` and `concat` find them from the annotations, so a field
+    added here is carried by all three without another list to update."""
 
     indices: np.ndarray  # (B,) int64 transition numbers in the buffer
     state: np.ndarray  # (B, S) float32
@@ -33,6 +39,7 @@ class TransitionBatch:
     policy_version: np.ndarray  # (B,) int64: version of the policy that acted
     images: dict[str, np.ndarray]  # camera -> pixels or compressed bytes of the observation
     next_images: dict[str, np.ndarray]  # camera -> pixels or compressed bytes of the next observation
+    state_names: tuple[str, ...] = ()  # names of the S columns of state and next_state; () = unnamed
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -41,6 +48,79 @@ class TransitionBatch:
     def done(self) -> np.ndarray:
         done: np.ndarray = np.logical_or(self.terminated, self.truncated)
         return done
+
+    def map(self, fn: Callable[[np.ndarray], np.ndarray]) -> TransitionBatch:
+        """This batch with `fn` applied to every per-row array (each camera's too); the state names stay."""
+        return _per_array([self], lambda arrays: fn(arrays[0]), self.state_names)
+
+    def take(self, rows: np.ndarray) -> TransitionBatch:
+        """The rows at `rows` (indices, in their order, or a boolean mask) of every per-row array."""
+        return self.map(lambda array: array[rows])
+
+    @staticmethod
+    def concat(batches: Sequence[TransitionBatch]) -> TransitionBatch:
+        """The rows of each batch in turn. The batches must have the same cameras and state names that agree
+        (unnamed rows fit any names, as in `collate`)."""
+        if not batches:
+            raise BatchError("cannot concatenate no batches")
+        first = batches[0]
+        for other in batches[1:]:
+            if other.images.keys() != first.images.keys() or other.next_images.keys() != first.next_images.keys():
+                raise BatchError(f"cannot mix batches with cameras {sorted(first.images)} and {sorted(other.images)}")
+        names: tuple[str, ...] = ()
+        for k, other in enumerate(batches):
+            names = _agree(names, other.state_names, f"batch {k}")
+        return _per_array(batches, np.concatenate, names)
+
+
+def _array_fields() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(fields that are one array of rows, fields that map each camera to an array of rows), by annotation."""
+    hints = typing.get_type_hints(TransitionBatch)
+    names = [f.name for f in fields(TransitionBatch)]
+    return (
+        tuple(n for n in names if hints[n] is np.ndarray),
+        tuple(n for n in names if hints[n] == dict[str, np.ndarray]),
+    )
+
+
+ROW_ARRAYS, CAMERA_ARRAYS = _array_fields()
+
+
+def _per_array(
+    batches: Sequence[TransitionBatch], fn: Callable[[list[np.ndarray]], np.ndarray], state_names: tuple[str, ...]
+) -> TransitionBatch:
+    """A batch whose every per-row array is `fn` of that array in each of `batches` (cameras of the first)."""
+    out: dict[str, Any] = {name: fn([getattr(b, name) for b in batches]) for name in ROW_ARRAYS}
+    for name in CAMERA_ARRAYS:
+        cameras: dict[str, np.ndarray] = getattr(batches[0], name)
+        out[name] = {cam: fn([getattr(b, name)[cam] for b in batches]) for cam in cameras}
+    return replace(batches[0], **out, state_names=state_names)
+
+
+def _agree(names: tuple[str, ...], row: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """The state names of a batch so far (`names`) and of one more `row`: unnamed (positional) state fits any
+    names; two different name lists in one batch are an error, since one column selection serves the batch."""
+    if row is names or not row or row == names:
+        return names
+    if names:
+        raise BatchError(f"{what}: state names {_short(row)} differ from the batch's {_short(names)}")
+    return row
+
+
+def _short(names: tuple[str, ...]) -> str:
+    shown = ", ".join(names[:4])
+    return f"({shown}{', ...' if len(names) > 4 else ''}; {len(names)} names)"
+
+
+def _state_names(
+    observations: Sequence[Observation], indices: np.ndarray, names: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """The state names shared by `observations` (drawn as `indices`), starting from `names`."""
+    for k, obs in enumerate(observations):
+        row = obs.state_names
+        if row is not names:  # the usual case: one interned tuple for all rows of a robot
+            names = _agree(names, row, f"transition {int(indices[k])}")
+    return names
 
 
 def _stack(values: Sequence[np.ndarray], what: str, indices: np.ndarray, dtype: type[np.generic]) -> np.ndarray:
@@ -94,4 +174,5 @@ def collate(transitions: Sequence[Transition], indices: np.ndarray, *, decode_im
         policy_version=np.asarray([t.action.policy_version for t in transitions], dtype=np.int64),
         images=_images(obs, indices, decode_images),
         next_images=_images(nxt, indices, decode_images),
+        state_names=_state_names(nxt, indices, _state_names(obs, indices)),
     )

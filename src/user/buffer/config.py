@@ -18,7 +18,7 @@ class StorageConfig:
     segment_max_episodes: int = setting(50, "roll to a new segment (bag) after this many episodes", min=1)
     segment_max_mb: float = setting(512.0, "roll to a new segment once it holds this many MiB", min=0.001)
     chunk_mb: float = setting(4.0, "MCAP chunk size in MiB (one episode is at least one chunk)", min=0.01)
-    fsync: FsyncPolicy = setting(  # noqa: RUF009 - a string default
+    fsync: FsyncPolicy = setting(
         "episode",
         "when data reaches stable storage: 'episode' (every completed episode, before it is indexed), "
         "'segment' (when a segment closes), 'never' (leave it to the OS; survives kill -9, not power loss)",
@@ -38,20 +38,34 @@ class StorageConfig:
 class SamplerConfig:
     """Which transitions a batch draws from."""
 
-    kind: SamplerKind = setting(  # noqa: RUF009 - a string default
+    kind: SamplerKind = setting(
         "demo_ratio",
         "uniform | recent | staleness | demo_ratio (RLPD) | intervention (HG-DAgger)",
         choices=("uniform", "recent", "staleness", "demo_ratio", "intervention"),
     )
-    demo_ratio: float = setting(0.5, "demo_ratio: fraction of each batch drawn from demonstrations", min=0.0, max=1.0)
-    window: int = setting(100_000, "recent: sample only the newest this many transitions", min=1)
+    demo_ratio: float = setting(
+        0.5,
+        "demo_ratio: fraction of each batch drawn from demonstrations",
+        min=0.0,
+        max=1.0,
+        when=("kind", "demo_ratio"),
+    )
+    window: int = setting(
+        100_000, "recent: sample only the newest this many transitions", min=1, when=("kind", "recent")
+    )
     max_staleness: int = setting(
-        -1, "staleness: ignore transitions more than this many policy versions old (-1: keep all)", min=-1
+        -1,
+        "staleness: ignore transitions more than this many policy versions old (-1: keep all)",
+        min=-1,
+        when=("kind", "staleness"),
     )
     staleness_temperature: float = setting(
-        0.0, "staleness: weight exp(-staleness / T) per transition (0: uniform over the kept ones)", min=0.0
+        0.0,
+        "staleness: weight exp(-staleness / T) per transition (0: uniform over the kept ones)",
+        min=0.0,
+        when=("kind", "staleness"),
     )
-    include_demos: bool = setting(True, "intervention: also draw from demonstrations")
+    include_demos: bool = setting(True, "intervention: also draw from demonstrations", when=("kind", "intervention"))
     seed: int = setting(0, "random seed of the sampler")
 
 
@@ -72,9 +86,9 @@ class RateLimiterConfig:
 class BufferConfig:
     """The persistent replay buffer: storage, sampling and rate limiting (nested settings are frozen)."""
 
-    storage: StorageConfig = setting(StorageConfig(), "segments, durability, cache")  # noqa: RUF009
-    sampler: SamplerConfig = setting(SamplerConfig(), "what a batch draws from")  # noqa: RUF009
-    rate_limiter: RateLimiterConfig = setting(RateLimiterConfig(), "update-to-data ratio")  # noqa: RUF009
+    storage: StorageConfig = setting(StorageConfig(), "segments, durability, cache")
+    sampler: SamplerConfig = setting(SamplerConfig(), "what a batch draws from")
+    rate_limiter: RateLimiterConfig = setting(RateLimiterConfig(), "update-to-data ratio")
     batch_size: int = setting(256, "transitions per batch", min=1)
     prefetch: int = setting(2, "batches prepared in the background (0: sample in the caller's thread)", min=0)
     decode_images: bool = setting(True, "batches carry decoded HxWx3 uint8 pixels (else the compressed bytes)")

@@ -43,8 +43,8 @@ class FieldSource:
     """Numbers taken from one topic."""
 
     topic: str = setting("", "topic name")
-    field: str | list[str] = setting("data", "dotted field path(s), concatenated: position, [linear.x, angular.z]")  # noqa: RUF009
-    indices: list[int] = setting([], "keep only these entries of the vector (empty: all)")  # noqa: RUF009
+    field: str | list[str] = setting("data", "dotted field path(s), concatenated: position, [linear.x, angular.z]")
+    indices: list[int] = setting([], "keep only these entries of the vector (empty: all)")
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,12 @@ class ImageSource:
 class ImportMapping:
     """How the topics of a bag become transitions."""
 
-    action: FieldSource = setting(FieldSource(), "one step per message on this topic")  # noqa: RUF009
+    action: FieldSource = setting(FieldSource(), "one step per message on this topic")
     robot_id: str = setting("imported", "robot id of the transitions")
     task: str = setting("", "task name")
-    state: list[FieldSource] = setting([], "topics concatenated into the observation state")  # noqa: RUF009
-    images: list[ImageSource] = setting([], "cameras")  # noqa: RUF009
-    reward: FieldSource | None = setting(None, "reward topic (summed per step); none: 0")  # noqa: RUF009
+    state: list[FieldSource] = setting([], "topics concatenated into the observation state")
+    images: list[ImageSource] = setting([], "cameras")
+    reward: FieldSource | None = setting(None, "reward topic (summed per step); none: 0")
     success: bool = setting(True, "the last step of each episode reached the goal (terminated + success)")
     episode_gap_s: float = setting(
         0.0, "a pause this long on the action topic ends an episode (0: one per bag)", min=0.0

@@ -14,6 +14,7 @@ import fcntl
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -119,17 +120,24 @@ class ReplayBuffer:
             raise ReadOnlyBufferError(f"{self.storage.directory} is open read-only")
         return self.writer
 
-    def add(self, transition: Transition, wall_ns: int | None = None) -> int | None:
-        """Add one transition; when it ends its episode, the whole episode is stored and its number returned."""
+    def add(self, transition: Transition, wall_ns: int | None = None, payload: bytes | None = None) -> int | None:
+        """Add one transition; when it ends its episode, the whole episode is stored and its number returned.
+        `payload`: its CDR bytes as received, stored as they are (see `EpisodeWriter.add`); else encoded here."""
         before = len(self.storage)
-        episode = self._writer().add(transition, wall_ns)
+        episode = self._writer().add(transition, wall_ns, payload)
         if episode is not None:
             self.rate_limiter.insert(len(self.storage) - before)
         return episode
 
-    def add_episode(self, transitions: list[Transition], wall_ns: int | None = None) -> int:
-        """Store a whole episode at once (a robot's re-sent episode); returns its buffer episode number."""
-        episode = self._writer().add_episode(transitions, wall_ns)
+    def add_episode(
+        self,
+        transitions: list[Transition],
+        wall_ns: int | None = None,
+        payloads: Sequence[bytes | None] | None = None,
+    ) -> int:
+        """Store a whole episode at once (a robot's re-sent episode); returns its buffer episode number.
+        `payloads`: the transitions' CDR bytes as received, where known (see `EpisodeWriter.add_episode`)."""
+        episode = self._writer().add_episode(transitions, wall_ns, payloads)
         self.rate_limiter.insert(len(transitions))
         return episode
 

@@ -128,14 +128,6 @@ class DiskStorage:
             old.close()
         return reader
 
-    def forget_segment(self, segment_id: int) -> None:
-        """Close the reader of a segment whose file was replaced (recovery) or removed."""
-        with self._lock:
-            reader = self._readers.pop(segment_id, None)
-            self._segment_names.pop(segment_id, None)
-        if reader is not None:
-            reader.close()
-
     def close(self) -> None:
         with self._lock:
             for reader in self._readers.values():

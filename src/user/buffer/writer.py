@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -82,8 +82,12 @@ class EpisodeWriter:
 
     # ---------------------------------------------------------------------------------------------- input
 
-    def add(self, transition: Transition, wall_ns: int | None = None) -> int | None:
-        """Take one transition; returns the buffer episode number when it completed (and stored) an episode."""
+    def add(self, transition: Transition, wall_ns: int | None = None, payload: bytes | None = None) -> int | None:
+        """Take one transition; returns the buffer episode number when it completed (and stored) an episode.
+
+        `payload`, when given, must be the CDR bytes of exactly `transition` as `encode` would give them (e.g.
+        as they arrived on the wire, checked with `user.interfaces.domain.is_canonical_transition`): they are
+        stored as they are instead of encoding `transition` again."""
         robot = transition.robot_id
         pending = self._pending.get(robot)
         if pending is not None and pending.episode_id != transition.episode_id:
@@ -100,17 +104,25 @@ class EpisodeWriter:
                 pending.broken = f"longer than max_episode_steps={self.config.max_episode_steps}"
             else:
                 pending.transitions.append(transition)
-                pending.payloads.append(self.codec.encode(transition_to_msg(transition, self.codec)))
+                pending.payloads.append(self.encode(transition) if payload is None else payload)
                 pending.wall_ns.append(self._clock() if wall_ns is None else wall_ns)
         if transition.done:
             return self._finish(robot)
         return None
 
-    def add_episode(self, transitions: list[Transition], wall_ns: int | None = None) -> int:
+    def add_episode(
+        self,
+        transitions: list[Transition],
+        wall_ns: int | None = None,
+        payloads: Sequence[bytes | None] | None = None,
+    ) -> int:
         """Store one whole episode at once (a robot re-sending an unacknowledged episode), beside whatever
-        episode of the same robot is being received live. Steps must be 0..n-1 and the last one done."""
+        episode of the same robot is being received live. Steps must be 0..n-1 and the last one done.
+        `payloads[k]`, where given and not None, are transition k's CDR bytes (as for `add`)."""
         if not transitions:
             raise BufferError("an episode needs at least one transition")
+        if payloads is not None and len(payloads) != len(transitions):
+            raise BufferError(f"{len(payloads)} payloads for an episode of {len(transitions)} transitions")
         first = transitions[0]
         name = f"{first.robot_id}/{first.episode_id}"
         for k, t in enumerate(transitions):
@@ -124,9 +136,10 @@ class EpisodeWriter:
             raise BufferError(f"{name}: longer than max_episode_steps={self.config.max_episode_steps}")
         now = self._clock() if wall_ns is None else wall_ns
         pending = _Pending(first.episode_id)
-        for t in transitions:
+        for k, t in enumerate(transitions):
+            payload = payloads[k] if payloads is not None else None
             pending.transitions.append(t)
-            pending.payloads.append(self.codec.encode(transition_to_msg(t, self.codec)))
+            pending.payloads.append(self.encode(t) if payload is None else payload)
             pending.wall_ns.append(now)
         return self._commit(pending)
 
@@ -137,10 +150,14 @@ class EpisodeWriter:
             self._pending.pop(robot_id, None)
             return None
         last = pending.transitions[-1]
-        if not last.done:
+        if not last.done:  # the stored step changes: its bytes are encoded anew, whatever arrived
             pending.transitions[-1] = replace(last, truncated=True)
-            pending.payloads[-1] = self.codec.encode(transition_to_msg(pending.transitions[-1], self.codec))
+            pending.payloads[-1] = self.encode(pending.transitions[-1])
         return self._finish(robot_id)
+
+    def encode(self, transition: Transition) -> bytes:
+        """The CDR bytes a transition is stored as."""
+        return self.codec.encode(transition_to_msg(transition, self.codec))
 
     def discard_episode(self, robot_id: str) -> int:
         """Forget `robot_id`'s unfinished episode; returns how many steps were dropped."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from user.bus.ros_params import RosParam, decode, ros_params
-from user.config.strict import ConfigError, from_mapping
+from user.config.strict import ConfigError, from_mapping, inactive_settings
 
 P = TypeVar("P")
 
@@ -50,7 +50,11 @@ class ParameterStore(Generic[P]):
                 )
             if self._on_change is None:
                 raise ParameterRefusedError(f"{self.where}: this node applies no changes while it runs")
-        merged = {**self.current(), **changes}
+        inactive = inactive_settings(self.values)  # settings of kinds not selected: given back, they are refused
+        current = {
+            k: v for k, v in self.current().items() if not any(k == n or k.startswith(f"{n}.") for n in inactive)
+        }
+        merged = {**current, **changes}
         try:
             return from_mapping(self.spec, decode(list(self.table.values()), merged), where=self.where)
         except ConfigError as exc:

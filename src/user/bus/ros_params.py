@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from user.config.flat import unflatten
-from user.config.strict import ConfigError, from_mapping
+from user.config.strict import ConfigError, default_of, from_mapping, selection_of
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -145,14 +145,6 @@ def from_ros(kind: ParamKind, value: Any, name: str) -> Any:
     return to_ros(kind, value, name)  # an integer given for a double parameter becomes a double
 
 
-def _default_of(f: dataclasses.Field[Any]) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return None
-
-
 def _bounds(f: dataclasses.Field[Any], kind: ParamKind) -> tuple[str, float | None, float | None]:
     meta = f.metadata
     parts = []
@@ -173,7 +165,15 @@ def _literal_choices(tp: Any) -> str:
     return ""
 
 
-def ros_params(spec: type[Any], prefix: str = "", default: Any = None) -> list[RosParam]:
+def _only_when(f: dataclasses.Field[Any], outer: str) -> str:
+    """'only with algorithm rlpd' for a setting of one kind (or inside a section of one kind)."""
+    selection = selection_of(f)
+    if selection is None:
+        return outer
+    return f"only with {selection[0]} " + " or ".join(selection[1])
+
+
+def ros_params(spec: type[Any], prefix: str = "", default: Any = None, only_when: str = "") -> list[RosParam]:
     """Every leaf setting of dataclass `spec` as a ROS parameter, in field order."""
     hints = typing.get_type_hints(spec)
     out: list[RosParam] = []
@@ -181,15 +181,15 @@ def ros_params(spec: type[Any], prefix: str = "", default: Any = None) -> list[R
         if not f.init:
             continue
         tp = hints[f.name]
-        value = getattr(default, f.name) if default is not None else _default_of(f)
+        value = getattr(default, f.name) if default is not None else default_of(f)
         name = f"{prefix}{f.name}"
         inner = _unwrap_optional(tp)
         if dataclasses.is_dataclass(inner) and isinstance(inner, type):
-            out.extend(ros_params(inner, f"{name}.", value))
+            out.extend(ros_params(inner, f"{name}.", value, _only_when(f, only_when)))
             continue
         kind = kind_of(tp)
         constraints, lo, hi = _bounds(f, kind)
-        constraints = "; ".join(c for c in (_literal_choices(tp), constraints) if c)
+        constraints = "; ".join(c for c in (_only_when(f, only_when), _literal_choices(tp), constraints) if c)
         ros_default = to_ros(kind, value, name)
         if kind.is_array and ros_default == []:
             ros_default = None  # ROS infers no type from an empty list: declared typed, without a value

@@ -121,11 +121,6 @@ class ZenohBus:
     def name(self) -> str:
         return self._name
 
-    @property
-    def callback_lock(self) -> threading.RLock:
-        """Held while a callback runs; take it to touch state shared with callbacks from another thread."""
-        return self._lock
-
     def _wait_for_router(self) -> None:
         if not self.settings.router:
             return  # peer-to-peer only (e.g. multicast scouting): nothing to wait for

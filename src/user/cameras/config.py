@@ -21,14 +21,19 @@ class CameraConfig:
         "CompressedImage topic (realsense2_camera on ROS sites); source: frames from a FrameSource in code (sim)",
         choices=DRIVERS,
     )
-    device: str = setting("", "opencv: device index ('0'), video file path or stream URL")
-    loop: bool = setting(False, "opencv video file: start again at its end instead of ending the stream")
-    serial: str = setting("", "realsense: serial number of the device; empty: the first one found")
-    topic: str = setting("", "bus: image topic, e.g. /camera/color/image_raw")
+    device: str = setting("", "opencv: device index ('0'), video file path or stream URL", when=("driver", "opencv"))
+    loop: bool = setting(
+        False, "opencv video file: start again at its end instead of ending the stream", when=("driver", "opencv")
+    )
+    serial: str = setting(
+        "", "realsense: serial number of the device; empty: the first one found", when=("driver", "realsense")
+    )
+    topic: str = setting("", "bus: image topic, e.g. /camera/color/image_raw", when=("driver", "bus"))
     msg_type: str = setting(
         "",
         "bus: sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage; empty: CompressedImage when the "
         "topic ends in /compressed, else Image",
+        when=("driver", "bus"),
     )
     rate_hz: float = setting(30.0, "expected frame rate, Hz (requested from the device; paces files)", min=0.1)
     width: int = setting(0, "requested device image width, pixels; 0: the device default", min=0)

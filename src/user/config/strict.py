@@ -3,6 +3,11 @@
 Every config in the project goes through `from_mapping`: an unknown key, a wrong type or a failed
 validation is a `ConfigError` naming the file and the path of the offending key, so a setting can never
 be silently ignored because it sits under the wrong key.
+
+One of several kinds: a discriminator field (`algorithm`, `policy_kind`, `source`, `driver`) selects a kind,
+and the fields that only one kind uses say so with `setting(..., when=("algorithm", "rlpd"))`. Such a field
+given while another kind is selected is an error naming the key and the kind that is selected, never a
+value quietly left unused; `inactive_settings` names the fields the selected kinds leave out.
 """
 
 from __future__ import annotations
@@ -145,16 +150,21 @@ def setting(
     max: Any = None,
     choices: tuple[Any, ...] | None = None,
     live: bool = False,
+    when: tuple[str, str | tuple[str, ...]] | None = None,
 ) -> Any:
     """A dataclass field with a description and optional bounds, checked when loaded from data.
 
     `live=True` marks a setting a running node applies when it changes (a ROS parameter that is not
-    read-only); every other setting is fixed for the life of the node. Mutable defaults (lists, dicts) are
-    copied per instance.
+    read-only); every other setting is fixed for the life of the node. `when=(field, kinds)` marks a
+    setting of some kinds only: giving it while the dataclass's `field` selects another kind is an error.
+    Mutable defaults (lists, dicts) are copied per instance.
     """
     meta: dict[str, Any] = {"doc": doc}
     if live:
         meta["live"] = True
+    if when is not None:
+        selector, kinds = when
+        meta["when"] = (selector, (kinds,) if isinstance(kinds, str) else tuple(kinds))
     if min is not None:
         meta["min"] = min
     if max is not None:
@@ -171,14 +181,8 @@ def describe_settings(cls: type[Any]) -> list[tuple[str, str, Any, str]]:
     hints = typing.get_type_hints(cls)
     rows = []
     for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            default = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        else:
-            default = None
         tp = hints[f.name]
-        rows.append((f.name, getattr(tp, "__name__", str(tp)), default, str(f.metadata.get("doc", ""))))
+        rows.append((f.name, getattr(tp, "__name__", str(tp)), default_of(f), str(f.metadata.get("doc", ""))))
     return rows
 
 
@@ -201,7 +205,67 @@ def _build_dataclass(cls: type[Any], value: Any, where: str) -> Any:
             _check_bounds(f, kwargs[name], sub)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise _at(sub, "required key is missing")
+    _check_selected(cls, fields, [str(k) for k in value], kwargs, where)
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as exc:  # validation in __post_init__ (ConfigError is a ValueError)
         raise _at(where, str(exc)) from exc
+
+
+def selection_of(f: dataclasses.Field[Any]) -> tuple[str, tuple[str, ...]] | None:
+    """(selector field, kinds) of a setting marked `when=...`; None for a setting of every kind."""
+    when: tuple[str, tuple[str, ...]] | None = f.metadata.get("when")
+    return when
+
+
+def _selected_kind(fields: Mapping[str, dataclasses.Field[Any]], selector: str, given: Mapping[str, Any]) -> Any:
+    if selector in given:
+        return given[selector]
+    f = fields.get(selector)
+    if f is None:
+        raise TypeError(f"`when` names {selector!r}, which is no field of the same settings")
+    return default_of(f)
+
+
+def _check_selected(
+    cls: type[Any], fields: Mapping[str, dataclasses.Field[Any]], keys: list[str], given: Mapping[str, Any], where: str
+) -> None:
+    """A key given for a kind that is not the selected one is an error naming it and the selected kind."""
+    for key in keys:
+        selection = selection_of(fields[key])
+        if selection is None:
+            continue
+        selector, kinds = selection
+        selected = _selected_kind(fields, selector, given)
+        if selected not in kinds:
+            owners = " or ".join(repr(k) for k in kinds)
+            raise _at(
+                _key(where, key),
+                f"a setting of {selector} {owners}, but {selector} {selected!r} is selected "
+                f"(remove it, or select {selector}: {kinds[0]})",
+            )
+
+
+def default_of(f: dataclasses.Field[Any]) -> Any:
+    """The default value of a dataclass field (a fresh one for a default factory; None when it has none)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def inactive_settings(values: Any, prefix: str = "") -> list[str]:
+    """Dotted names of the settings the selected kinds leave out, in the settings object `values` and the
+    settings nested in it: what a round trip of its values (e.g. a ROS parameter change) must not give back."""
+    out: list[str] = []
+    flds = {f.name: f for f in dataclasses.fields(values) if f.init}
+    for name, f in flds.items():
+        selection = selection_of(f)
+        if selection is not None and getattr(values, selection[0]) not in selection[1]:
+            out.append(f"{prefix}{name}")
+            continue
+        inner = getattr(values, name)
+        if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
+            out.extend(inactive_settings(inner, f"{prefix}{name}."))
+    return out

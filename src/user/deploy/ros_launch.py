@@ -14,8 +14,9 @@ from typing import Any
 
 from user.bus.ros_params import encode
 from user.config.flat import unflatten
+from user.config.strict import ConfigError
 from user.deploy.commands import NodeLaunch, launches
-from user.deploy.deployment import Deployment, load
+from user.deploy.deployment import Deployment, load, resolve_path
 from user.deploy.run_dir import bind, continue_episode_ids, fresh_run_dir, save
 from user.runtime.kinds import load_kind
 
@@ -51,10 +52,15 @@ def ros_launches(deployment: Deployment) -> list[RosNodeLaunch]:
 
 def prepare(config: str, run_dir: str, resume: bool, search_dirs: list[str | Path]) -> tuple[Path, list[RosNodeLaunch]]:
     """Load the deployment, bind it to its run directory (saved there), and encode every node."""
-    deployment = load(config, search_dirs=search_dirs)
+    path = resolve_path(config, search_dirs)
+    deployment = load(path)
     run_path = Path(run_dir) if run_dir else fresh_run_dir(deployment)
-    save(deployment, run_path)
     bound = bind(deployment, run_path)
     if resume:
         bound = continue_episode_ids(bound, run_path)
-    return run_path, ros_launches(bound)
+    try:
+        nodes = ros_launches(bound)
+    except ConfigError as exc:  # a node's settings: say which file they came from (no run directory is made)
+        raise ConfigError(f"{path}: {exc}") from None
+    save(deployment, run_path)
+    return run_path, nodes

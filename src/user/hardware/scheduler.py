@@ -16,7 +16,7 @@ resource it lacks, and all the other groups are still placed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,9 +267,3 @@ def place(placements: Sequence[Placement], resources: Iterable[ResourceDescripto
     if not result.complete:
         raise MissingResourceError(result)
     return result.assignments
-
-
-def placements_from(data: Mapping[str, Any] | PlacementPlan, where: str = "placement plan") -> list[Placement]:
-    """Placements of a plan given as data (e.g. a YAML mapping) or as a `PlacementPlan`."""
-    plan = data if isinstance(data, PlacementPlan) else load_plan(data, where)
-    return list(plan.placements)

@@ -6,6 +6,7 @@ Every node, the Zenoh runtime, the rclpy adapter and the buffer encode and decod
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 from rosbags.typesys.store import Typestore
@@ -13,6 +14,8 @@ from rosbags.typesys.store import Typestore
 from user.interfaces.typestore import build_typestore
 
 _HEADER_SIZE = 4
+# what `Codec.encode` writes first: plain CDR in this machine's byte order (little endian: x86, ARM), no options
+ENCODED_HEADER = b"\x00\x01\x00\x00" if sys.byteorder == "little" else b"\x00\x00\x00\x00"
 _KNOWN_REPRESENTATIONS = {b"\x00\x00", b"\x00\x01"}  # CDR_BE, CDR_LE (plain CDR, as ROS 2 uses)
 
 
@@ -74,6 +77,11 @@ class Codec:
             return bytes(self.typestore.serialize_cdr(msg, name))
         except Exception as exc:  # rosbags raises several kinds; callers get one typed error
             raise EncodeError(f"cannot encode {name}: {exc}") from exc
+
+    def encoded_size(self, msg: Any, typename: str | None = None) -> int:
+        """How many bytes `encode(msg)` gives (header included), without encoding."""
+        name = self.resolve(typename or msg.__msgtype__)
+        return _HEADER_SIZE + int(self.typestore.get_msgdef(name).getsize_cdr(0, msg, self.typestore))
 
     def decode(self, data: bytes | bytearray | memoryview, typename: str) -> Any:
         """Decode CDR bytes into a message of `typename`; `DecodeError` says what was wrong."""

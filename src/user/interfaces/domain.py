@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from user.interfaces.codec import Codec
+from user.interfaces.codec import ENCODED_HEADER, Codec
 from user.interfaces.stamps import from_time, header
 
 
@@ -66,6 +66,21 @@ def observation_to_msg(obs: Observation, codec: Codec) -> Any:
     )
 
 
+_STATE_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+_STATE_NAMES_KEPT = 256  # distinct name lists shared; a robot has one, a deployment a handful
+
+
+def shared_state_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple object for each distinct list of state names, so that a batch sees that all its rows share
+    their names by identity instead of comparing every name (see `user.buffer.batch`)."""
+    shared = _STATE_NAMES.get(names)
+    if shared is None:
+        if len(_STATE_NAMES) >= _STATE_NAMES_KEPT:
+            return names
+        shared = _STATE_NAMES.setdefault(names, names)
+    return shared
+
+
 def observation_from_msg(msg: Any) -> Observation:
     """The domain observation carried by a user/msg/Observation."""
     images = tuple(
@@ -85,7 +100,7 @@ def observation_from_msg(msg: Any) -> Observation:
         state=np.asarray(msg.state, dtype=np.float32),
         stamp_ns=from_time(msg.header.stamp),
         images=images,
-        state_names=tuple(msg.state_names),
+        state_names=shared_state_names(tuple(msg.state_names)),
         embodiment_id=int(msg.embodiment_id),
         policy_version=int(msg.policy_version),
         frame_id=str(msg.header.frame_id),
@@ -202,3 +217,44 @@ def transition_from_msg(msg: Any) -> Transition:
         is_demo=bool(msg.is_demo),
         stamp_ns=from_time(msg.header.stamp),
     )
+
+
+_NS_PER_S = 1_000_000_000
+
+
+def is_canonical_transition(msg: Any, payload: bytes, codec: Codec) -> bool:
+    """Whether `payload`, the CDR bytes the user/msg/Transition `msg` was decoded from, is exactly what
+    `codec.encode(transition_to_msg(transition_from_msg(msg), codec))` gives, so that a store may keep the bytes
+    as they arrived instead of encoding the same transition again.
+
+    Checked without encoding: the codec's own encapsulation header, the exact length the codec would write (no
+    trailing alignment bytes), normalised stamps, and agreement of the fields `transition_to_msg` derives from
+    others (the transition's robot, task, episode, step and frame are the observation's; the action's frame is
+    empty). Bytes published through this codec from a `Transition`, as every node of this package publishes
+    them, always pass; what this cannot see is another serializer's padding contents or booleans other than
+    0 and 1, which decode to the same transition all the same."""
+    obs, action = msg.observation, msg.action
+    return (
+        payload[:4] == ENCODED_HEADER
+        and msg.robot_id == obs.robot_id
+        and msg.task == obs.task
+        and msg.episode_id == obs.episode_id
+        and msg.step == obs.step
+        and msg.header.frame_id == obs.header.frame_id
+        and action.header.frame_id == ""
+        and all(h.stamp.nanosec < _NS_PER_S for h in _headers(msg))
+        and len(payload) == codec.encoded_size(msg, "user/msg/Transition")
+    )
+
+
+def _headers(msg: Any) -> list[Any]:
+    """Every std_msgs/Header inside a user/msg/Transition."""
+    obs, nxt = msg.observation, msg.next_observation
+    return [
+        msg.header,
+        msg.action.header,
+        obs.header,
+        nxt.header,
+        *(img.header for img in obs.images),
+        *(img.header for img in nxt.images),
+    ]

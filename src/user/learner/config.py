@@ -30,15 +30,17 @@ class LearningConfig:
     """The policy and algorithm of a run (shared by learner and rollout)."""
 
     policy_id: str = setting("policy", "name of the policy; weight chunks carry it, subscribers check it")
-    policy_kind: PolicyKind = setting("mlp", "mlp: state only; cnn: camera images + state")  # noqa: RUF009
-    mlp: MLPPolicyConfig = setting(  # noqa: RUF009 - frozen
-        MLPPolicyConfig(state_dim=17, action_dim=7), "policy_kind mlp: the network"
+    policy_kind: PolicyKind = setting("mlp", "mlp: state only; cnn: camera images + state")
+    mlp: MLPPolicyConfig = setting(
+        MLPPolicyConfig(state_dim=17, action_dim=7), "policy_kind mlp: the network", when=("policy_kind", "mlp")
     )
-    cnn: CNNPolicyConfig = setting(CNNPolicyConfig(), "policy_kind cnn: the network")  # noqa: RUF009 - frozen
-    algorithm: AlgorithmKind = setting("rlpd", "rlpd, sac or hg_dagger")  # noqa: RUF009
-    rlpd: RLPDConfig = setting(RLPDConfig(), "algorithm rlpd: its settings")  # noqa: RUF009 - frozen
-    sac: SACConfig = setting(SACConfig(), "algorithm sac: its settings")  # noqa: RUF009 - frozen
-    hg_dagger: HGDaggerConfig = setting(HGDaggerConfig(), "algorithm hg_dagger: its settings")  # noqa: RUF009
+    cnn: CNNPolicyConfig = setting(CNNPolicyConfig(), "policy_kind cnn: the network", when=("policy_kind", "cnn"))
+    algorithm: AlgorithmKind = setting("rlpd", "rlpd, sac or hg_dagger")
+    rlpd: RLPDConfig = setting(RLPDConfig(), "algorithm rlpd: its settings", when=("algorithm", "rlpd"))
+    sac: SACConfig = setting(SACConfig(), "algorithm sac: its settings", when=("algorithm", "sac"))
+    hg_dagger: HGDaggerConfig = setting(
+        HGDaggerConfig(), "algorithm hg_dagger: its settings", when=("algorithm", "hg_dagger")
+    )
     exclude_state_prefixes: tuple[str, ...] = setting(
         (PRIVILEGED_PREFIX,), "state entries whose names start with these are hidden from the policy"
     )
@@ -46,13 +48,11 @@ class LearningConfig:
 
     @property
     def state_dim(self) -> int:
-        return self.mlp.state_dim if self.policy_kind == "mlp" else self.cnn.state_dim
+        return POLICIES[self.policy_kind].settings(self).state_dim
 
     def build_policy(self) -> GaussianPolicy:
         """A fresh policy (random init from its seed)."""
-        if self.policy_kind == "mlp":
-            return MLPPolicy(self.mlp)
-        return CNNPolicy(self.cnn)
+        return POLICIES[self.policy_kind].build(self)
 
     def build_algorithm(self, policy: GaussianPolicy) -> Algorithm:
         """The algorithm that trains `policy` (only the learner calls this)."""
@@ -84,6 +84,20 @@ class AlgorithmEntry:
     batch_size: Callable[[LearningConfig], int]  # rows per update call
     gradient_steps: Callable[[LearningConfig], int]  # gradient (critic) steps per update call
     sampler: Callable[[LearningConfig, SamplerConfig], SamplerConfig]  # what a `uniform` sampler becomes
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """What the learner and the rollout need to know of one policy kind."""
+
+    settings: Callable[[LearningConfig], MLPPolicyConfig | CNNPolicyConfig]  # the kind's own section
+    build: Callable[[LearningConfig], GaussianPolicy]  # a fresh policy of that kind
+
+
+POLICIES: dict[str, PolicyEntry] = {
+    "mlp": PolicyEntry(settings=lambda c: c.mlp, build=lambda c: MLPPolicy(c.mlp)),
+    "cnn": PolicyEntry(settings=lambda c: c.cnn, build=lambda c: CNNPolicy(c.cnn)),
+}
 
 
 ALGORITHMS: dict[str, AlgorithmEntry] = {

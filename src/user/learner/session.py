@@ -12,6 +12,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -174,11 +175,12 @@ class LearningSession:
 
     # ---- data in --------------------------------------------------------------------------------
 
-    def add(self, transition: Transition) -> int | None:
+    def add(self, transition: Transition, payload: bytes | None = None) -> int | None:
         """Store one streamed transition; returns the buffer's episode number when it completed an episode.
+        `payload`: its CDR bytes as received, stored as they are when given (see `ReplayBuffer.add`).
         Raises what the buffer raises for a transition it refuses (nothing is counted then)."""
         with self._lock:
-            episode = self.buffer.add(transition)
+            episode = self.buffer.add(transition, payload=payload)
             self.counters.env_steps += 1
             self._steps_since_train += 1
             if episode is None:
@@ -189,12 +191,13 @@ class LearningSession:
             self._sync_work.put(steps)
         return episode
 
-    def add_episode(self, steps: list[Transition]) -> bool:
-        """Store a whole re-sent episode unless it is stored already; False when it was."""
+    def add_episode(self, steps: list[Transition], payloads: Sequence[bytes | None] | None = None) -> bool:
+        """Store a whole re-sent episode unless it is stored already; False when it was. `payloads`: the
+        steps' CDR bytes as received, where they can be stored as they are (see `ReplayBuffer.add_episode`)."""
         with self._lock:
             if self.buffer.has_episode(steps[0].robot_id, steps[0].episode_id):
                 return False
-            self.buffer.add_episode(steps)
+            self.buffer.add_episode(steps, payloads=payloads)
             self._count_episode(len(steps), steps[-1].success)
         return True
 

@@ -64,7 +64,6 @@ class Trainer:
         self._lock = threading.Lock()  # one update at a time (async thread vs. sync calls vs. checkpoints)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._columns: dict[int, np.ndarray | None] = {}
         self._started = time.monotonic()
 
     # ---- modes ----------------------------------------------------------------------------------
@@ -158,15 +157,13 @@ class Trainer:
         }
 
     def _select(self, batch: TransitionBatch) -> TransitionBatch:
-        width = int(batch.state.shape[1])
-        if width not in self._columns:
-            names = self.buffer.get([int(batch.indices[0])])[0].observation.state_names
-            self._columns[width] = self.selector.columns(names, width)
-        cols = self._columns[width]
+        """The batch with only the state columns the policy sees (by the names the batch carries)."""
+        cols = self.selector.columns(batch.state_names, int(batch.state.shape[1]))
         if cols is None:
             return batch
         return dataclasses.replace(
             batch,
             state=np.ascontiguousarray(batch.state[:, cols]),
             next_state=np.ascontiguousarray(batch.next_state[:, cols]),
+            state_names=tuple(batch.state_names[i] for i in cols),
         )

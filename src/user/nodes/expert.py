@@ -30,9 +30,9 @@ from user.tasks.registry import make_task
 class ExpertParams:
     robot_id: str = setting("franka_sim", "robot to act for; topics default to /<robot_id>/...")
     task: str = setting("peg_insertion", "task whose scripted expert acts (must match the robot's)")
-    task_params: dict[str, Any] = setting({}, "settings of the task's config (as on the robot)")  # noqa: RUF009
+    task_params: dict[str, Any] = setting({}, "settings of the task's config (as on the robot)")
     role: Literal["policy", "human"] = setting("policy", "policy: publish actions; human: publish interventions")
-    steps: list[int] = setting([], "role human: only answer observations of these steps (empty: all)")  # noqa: RUF009
+    steps: list[int] = setting([], "role human: only answer observations of these steps (empty: all)")
     policy_version: int = setting(0, "policy version written into the actions", min=0)
     until_episode: int = setting(
         0, "answer only episodes with ids below this (demos before a learned policy takes over); 0 = all", min=0

@@ -26,10 +26,10 @@ class HardwareAnnouncerParams:
     site: str = setting("local", "where the resource is, e.g. lab_a, cloud")
     dof: int = setting(0, "robots: degrees of freedom", min=0, max=2**16 - 1)
     control_rate_hz: float = setting(0.0, "robots: control rate; cameras: frame rate", min=0.0)
-    cameras: list[str] = setting([], "robots: ids of the attached cameras")  # noqa: RUF009 - copied per instance
+    cameras: list[str] = setting([], "robots: ids of the attached cameras")
     memory_bytes: int = setting(0, "accelerators: device memory in bytes", min=0)
     compute_units: int = setting(0, "accelerators: SM / compute unit count", min=0)
-    properties: dict[str, str] = setting({}, "anything else, free form (string values)")  # noqa: RUF009
+    properties: dict[str, str] = setting({}, "anything else, free form (string values)")
     detect: bool = setting(False, "accelerators only: announce the GPUs nvidia-smi finds, ids <resource_id>_<n>")
     detect_timeout_s: float = setting(NVIDIA_SMI_TIMEOUT_S, "deadline for nvidia-smi", min=0.1)
 

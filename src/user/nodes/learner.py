@@ -5,7 +5,9 @@ Topics and services (names configurable):
 - `/<robot>/transitions` (user/msg/Transition, RELIABLE) for every robot in `robots`: stored as they
   stream, an episode committed when its last transition arrives (`transitions_suffix`: e.g.
   `transitions/rewarded` behind a reward node), and `.../replay`: whole episodes re-sent for want of a
-  receipt; each stored episode is acknowledged on `/<robot>/episode_acks`;
+  receipt; each stored episode is acknowledged on `/<robot>/episode_acks`. A transition's CDR bytes go
+  into the buffer as they arrived (no decode/encode round trip) when they are exactly what encoding it
+  would give (`is_canonical_transition`), else the buffer encodes the decoded transition;
 - `weights_topic` (user/msg/WeightChunk, latched): the policy's actor weights, versioned and chunked
   (`user.sync`), every `pacing.publish_every` update calls (async) or after each training phase (sync);
 - `stats_topic` (user/msg/TrainingStats): progress every `stats_period_s`;
@@ -25,7 +27,7 @@ version before the next episode starts (see the `rollout` node).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ import torch
 from user.buffer.config import BufferConfig
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
-from user.interfaces.domain import Transition, transition_from_msg
+from user.interfaces.domain import Transition, is_canonical_transition, transition_from_msg
 from user.interfaces.stamps import header, now_ns
 from user.learner.config import LearningConfig, PacingConfig
 from user.learner.device import DEVICE_HELP
@@ -48,15 +50,15 @@ from user.sync.publisher import WeightPublisher
 @dataclass
 class LearnerParams:
     learner_id: str = setting("learner", "name of this learner in stats messages")
-    robots: list[str] = setting([], "robot ids whose transitions are learned from")  # noqa: RUF009 - copied
+    robots: list[str] = setting([], "robot ids whose transitions are learned from")
     transitions_suffix: str = setting(
         "transitions", "topic under /<robot>/ to learn from (e.g. transitions/rewarded behind a reward node)"
     )
     run_dir: str = setting("runs/learner", "run directory: buffer/, checkpoints/, progress.csv")
     resume: bool = setting(True, "continue from run_dir/checkpoints/latest.pt when it exists")
-    learning: LearningConfig = setting(LearningConfig(), "policy and algorithm")  # noqa: RUF009 - frozen
-    pacing: PacingConfig = setting(PacingConfig(), "update-to-data ratio, mode, publication")  # noqa: RUF009
-    buffer: BufferConfig = setting(  # noqa: RUF009 - frozen
+    learning: LearningConfig = setting(LearningConfig(), "policy and algorithm")
+    pacing: PacingConfig = setting(PacingConfig(), "update-to-data ratio, mode, publication")
+    buffer: BufferConfig = setting(
         BufferConfig(), "the persistent buffer (batch size and rate limiter are set from learning/pacing)"
     )
     weights_topic: str = setting("/policy/weights", "where weights are published")
@@ -73,6 +75,14 @@ class LearnerParams:
     def __post_init__(self) -> None:
         if not self.robots:
             raise ConfigError("robots: list at least one robot id to learn from")
+
+
+@dataclass
+class _Replay:
+    """A re-sent episode being received: its transitions and, where storable as they came, their bytes."""
+
+    steps: list[Transition] = field(default_factory=list)
+    payloads: list[bytes | None] = field(default_factory=list)
 
 
 class LearnerNode(Node):
@@ -110,11 +120,12 @@ class LearnerNode(Node):
         self._stats_pub = self.create_publisher(p.stats_topic, "user/msg/TrainingStats", RELIABLE)
         self.rejected = 0  # transitions that could not be stored (logged with the reason)
         self._acks = {r: self.create_publisher(f"/{r}/episode_acks", "user/msg/EpisodeAck", RELIABLE) for r in p.robots}
-        self._replays: dict[tuple[str, int], list[Transition]] = {}  # re-sent episodes being received
+        self._replays: dict[tuple[str, int], _Replay] = {}  # re-sent episodes being received
         self.replayed_episodes = 0  # episodes stored from a robot's re-send (missed live)
         for robot in p.robots:
-            self.create_subscription(f"/{robot}/{p.transitions_suffix}", "user/msg/Transition", self._on_transition)
-            self.create_subscription(f"/{robot}/{p.transitions_suffix}/replay", "user/msg/Transition", self._on_replay)
+            topic = f"/{robot}/{p.transitions_suffix}"
+            self.create_payload_subscription(topic, "user/msg/Transition", self._on_transition)
+            self.create_payload_subscription(f"{topic}/replay", "user/msg/Transition", self._on_replay)
         self.create_service(f"/{self.name}/checkpoint", "user/srv/Checkpoint", self._on_checkpoint)
         self.create_service(f"/{self.name}/buffer_stats", "user/srv/BufferStats", self._on_buffer_stats)
         self.create_timer(p.stats_period_s, self._publish_stats)
@@ -135,10 +146,15 @@ class LearnerNode(Node):
 
     # ---- data in --------------------------------------------------------------------------------
 
-    def _on_transition(self, msg: Any) -> None:
+    def _stored_bytes(self, msg: Any, payload: bytes) -> bytes | None:
+        """The received bytes when the buffer can store them as they are (nothing here changes a transition,
+        and they are what encoding it would give), else None: the buffer encodes the transition itself."""
+        return payload if is_canonical_transition(msg, payload, self.codec) else None
+
+    def _on_transition(self, msg: Any, payload: bytes) -> None:
         try:
             transition = transition_from_msg(msg)
-            episode = self.session.add(transition)
+            episode = self.session.add(transition, self._stored_bytes(msg, payload))
         except Exception as exc:  # a transition the buffer refuses (gap in steps, wrong shape ...): say why
             self.rejected += 1
             self.log.error("transition from %s refused: %s", getattr(msg, "robot_id", "?"), exc)
@@ -146,7 +162,7 @@ class LearnerNode(Node):
         if episode is not None:
             self._acknowledge(transition.robot_id, transition.episode_id)
 
-    def _on_replay(self, msg: Any) -> None:
+    def _on_replay(self, msg: Any, payload: bytes) -> None:
         """A robot re-sends an episode it has no receipt for: store it unless it is stored already."""
         try:
             transition = transition_from_msg(msg)
@@ -156,20 +172,21 @@ class LearnerNode(Node):
             return
         key = (transition.robot_id, transition.episode_id)
         if transition.step == 0:
-            self._replays[key] = []
-        steps = self._replays.setdefault(key, [])
-        steps.append(transition)
+            self._replays[key] = _Replay()
+        replay = self._replays.setdefault(key, _Replay())
+        replay.steps.append(transition)
+        replay.payloads.append(self._stored_bytes(msg, payload))
         if not transition.done:
             return
         del self._replays[key]
         try:
-            stored = self.session.add_episode(steps)
+            stored = self.session.add_episode(replay.steps, replay.payloads)
         except Exception as exc:  # incomplete re-send (a message lost): no receipt, the robot tries again
             self.log.warning("re-sent episode %s/%d not stored: %s", key[0], key[1], exc)
             return
         if stored:
             self.replayed_episodes += 1
-            self.log.info("stored re-sent episode %d of %s (%d steps)", key[1], key[0], len(steps))
+            self.log.info("stored re-sent episode %d of %s (%d steps)", key[1], key[0], len(replay.steps))
         self._acknowledge(*key)
 
     def _acknowledge(self, robot_id: str, episode_id: int) -> None:

@@ -22,7 +22,7 @@ from user.runtime.node import Node
 
 @dataclass
 class MonitorParams:
-    robots: list[str] = setting([], "robot ids to follow")  # noqa: RUF009 - copied
+    robots: list[str] = setting([], "robot ids to follow")
     stats_topic: str = setting("/learner/stats", "the learner's TrainingStats topic")
     period_s: float = setting(5.0, "seconds between progress lines", min=0.1)
     window: int = setting(20, "episodes the recent success rate is computed over", min=1)

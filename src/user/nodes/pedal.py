@@ -25,7 +25,7 @@ MODE_EPISODE_END = 1  # user/msg/HumanReward MODE_EPISODE_END
 @dataclass
 class PedalParams:
     source: Literal["evdev", "scripted"] = setting("evdev", "evdev: a Linux input device; scripted: timed presses")
-    device_path: str = setting("/dev/input/event0", "evdev: the pedal's input device")
+    device_path: str = setting("/dev/input/event0", "evdev: the pedal's input device", when=("source", "evdev"))
     name: str = setting("pedal0", "device name written into the messages")
     robot_id: str = setting("", "robot the rewards are for; empty = the only robot / all robots")
     topic: str = setting("/human_reward", "human reward topic")
@@ -35,7 +35,9 @@ class PedalParams:
     success_reward: float = setting(1.0, "reward sent with a success")
     step_reward: float = setting(1.0, "reward sent for a step press")
     poll_hz: float = setting(100.0, "how often the device is read, Hz", min=1.0, max=1000.0)
-    scripted_presses: list[tuple[float, str]] = setting([], "scripted: (seconds after start, key) pairs")  # noqa: RUF009
+    scripted_presses: list[tuple[float, str]] = setting(
+        [], "scripted: (seconds after start, key) pairs", when=("source", "scripted")
+    )
 
 
 class PedalNode(Node):

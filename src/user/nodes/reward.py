@@ -39,11 +39,12 @@ import dataclasses
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from user.bus.base import RELIABLE, Bus
-from user.config.strict import ConfigError, from_mapping, setting
+from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Transition, transition_from_msg
 from user.rewards.base import Reward, RewardError, RewardMode
 from user.rewards.human import HumanPress
@@ -64,22 +65,40 @@ class RewardNodeParams:
     namespace: str = setting("", "topic prefix; empty = /<robot_id>")
     input_topic: str = setting("", "transitions in (user/msg/Transition); empty = <namespace>/transitions")
     output_topic: str = setting("", "rewarded transitions out; empty = <namespace>/transitions/rewarded")
-    human_topic: str = setting("/human_reward", "source human: presses in (user/msg/HumanReward)")
+    human_topic: str = setting(
+        "/human_reward", "source human: presses in (user/msg/HumanReward)", when=("source", "human")
+    )
     latency_s: float = setting(
-        0.2, "source human: how long a transition waits for late presses after it arrived, s", min=0.0, max=10.0
+        0.2,
+        "source human: how long a transition waits for late presses after it arrived, s",
+        min=0.0,
+        max=10.0,
+        when=("source", "human"),
     )
     settle_period_s: float = setting(
-        0.02, "source human: how often held transitions are checked for release, s", min=0.001, max=1.0
+        0.02,
+        "source human: how often held transitions are checked for release, s",
+        min=0.001,
+        max=1.0,
+        when=("source", "human"),
     )
-    rule: dict[str, Any] = setting(  # noqa: RUF009 - copied per instance
-        {}, "source rule: settings of the rule reward (target_position, position_tolerance_m, mode, ...)"
+    rule: RuleRewardConfig = setting(
+        RuleRewardConfig(), "source rule: the rule reward (target pose, tolerances, mode)", when=("source", "rule")
     )
-    classifier_path: str = setting("", "source classifier: local file written by `user train-reward`")
+    classifier_path: str = setting(
+        "", "source classifier: local file written by `user train-reward`", when=("source", "classifier")
+    )
     classifier_threshold: float = setting(
-        0.5, "source classifier: success when the probability is at least this", min=0.0, max=1.0
+        0.5,
+        "source classifier: success when the probability is at least this",
+        min=0.0,
+        max=1.0,
+        when=("source", "classifier"),
     )
     classifier_mode: Literal["step", "terminal"] = setting(
-        "step", "source classifier: step scores every step; terminal only an episode's last step"
+        "step",
+        "source classifier: step scores every step; terminal only an episode's last step",
+        when=("source", "classifier"),
     )
 
     def __post_init__(self) -> None:
@@ -133,18 +152,7 @@ class RewardNode(Node):
         self.log.info("rewarding %s -> %s with source %s", self.input_topic, self.output_topic, p.source)
 
     def _make_reward(self) -> Reward | None:
-        p = self.params
-        if p.source == "rule":
-            return RuleReward(from_mapping(RuleRewardConfig, p.rule, where=f"parameters of node {self.name!r}: rule"))
-        if p.source == "classifier":
-            from user.rewards.classifier import LearnedReward, SuccessClassifier  # torch: only when needed
-
-            try:
-                classifier = SuccessClassifier.load(p.classifier_path)
-            except (RewardError, ConfigError) as exc:
-                raise ConfigError(f"classifier_path {p.classifier_path!r}: {exc}") from exc
-            return LearnedReward(classifier, p.classifier_threshold, RewardMode(p.classifier_mode))
-        return None  # task: the robot's reward
+        return _STEP_REWARDS[self.params.source](self.params)
 
     @property
     def unmatched_presses(self) -> int:
@@ -311,3 +319,21 @@ def _rewarded(msg: Any, outcome: Outcome) -> Any:
         terminated=outcome.terminated,
         truncated=outcome.truncated,
     )
+
+
+def _classifier_reward(p: RewardNodeParams) -> Reward:
+    from user.rewards.classifier import LearnedReward, SuccessClassifier  # torch: only when needed
+
+    try:
+        classifier = SuccessClassifier.load(p.classifier_path)
+    except (RewardError, ConfigError) as exc:
+        raise ConfigError(f"classifier_path {p.classifier_path!r}: {exc}") from exc
+    return LearnedReward(classifier, p.classifier_threshold, RewardMode(p.classifier_mode))
+
+
+# source -> the reward that scores each step (None: the robot's own); `human` has its own rewarder
+_STEP_REWARDS: dict[str, Callable[[RewardNodeParams], Reward | None]] = {
+    "rule": lambda p: RuleReward(p.rule),
+    "classifier": _classifier_reward,
+    "task": lambda _p: None,
+}

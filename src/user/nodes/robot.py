@@ -19,10 +19,11 @@ action for this very step), which would stall every subscription. Bus callbacks 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -31,11 +32,12 @@ from user.config.strict import ConfigError, setting
 from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
-from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
+from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent, EpisodeKind
 from user.interfaces.stamps import header
 from user.rewards.human import PressMode
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
-from user.robot_loop.drivers import DriverError, DriverSpec, build_driver, check_spec
+from user.robot_loop.driver_spec import DriverSpec
+from user.robot_loop.drivers import build_driver
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.outbox import EpisodeOutbox
 from user.robots.arm import ArmRobot
@@ -46,50 +48,11 @@ from user.runtime.node import Node
 JOIN_TIMEOUT_S = 3.0
 
 
-@dataclass
-class RobotNodeParams:
-    robot_id: str = setting("franka_sim", "unique robot name in the deployment; topics default to /<robot_id>/...")
-    driver: Literal["sim_franka", "sim_arx", "gym", "franka", "franka_ros", "arx"] = setting(
-        "sim_franka",
-        "robot driver: sim_franka, sim_arx, gym (simulated); franka (libfranka), franka_ros (franka_ros2), arx (SDK)",
-    )
-    gym_env: str = setting("", "driver gym: the gymnasium env id, e.g. Pendulum-v1")
-    task: str = setting(
-        "peg_insertion", "sim drivers: task (peg_insertion, pick_place, button_press); real drivers: task name only"
-    )
-    task_params: dict[str, Any] = setting({}, "sim drivers: settings of the task's config")  # noqa: RUF009 - copied
-    site: str = setting("local", "where the robot is (hardware registry)")
-    control_rate_hz: float = setting(10.0, "control rate, Hz", min=0.1, max=1000.0)
-    realtime: bool = setting(True, "true: pace to the control rate; false (sim only): lockstep with the policy")
-    cameras: bool = setting(False, "sim drivers: render the scene cameras into observations and image topics")
+@dataclass(frozen=True)
+class RobotNodeParams(DriverSpec):
+    """The robot (its driver and that driver's settings, `DriverSpec`) and how the node runs it."""
+
     jpeg_quality: int = setting(90, "JPEG quality of camera images", min=1, max=100)
-    privileged_state: bool = setting(False, "sim only: add the full task state to observations (scripted expert)")
-    max_steps: int = setting(0, "episode length limit, steps; 0 = the task's own (gym and real drivers: 200)", min=0)
-    reward: Literal["task", "rule", "external"] = setting(
-        "task",
-        "task: the sim task's or gym env's own (sim drivers); real drivers: rule (distance of the tool to the "
-        "`rule` target; success ends the episode) or external (0; a reward node writes it, e.g. the foot pedal)",
-    )
-    rule: dict[str, Any] = setting(  # noqa: RUF009 - copied per instance
-        {}, "reward rule: settings of the rule reward (target_position, position_tolerance_m, scale, ...)"
-    )
-    host: str = setting("", "driver franka: IP address or host name of the robot's Control unit (FCI)")
-    hardware: dict[str, Any] = setting(  # noqa: RUF009 - copied per instance
-        {},
-        "real drivers: settings of the driver's config (franka: FrankaLibfrankaConfig, franka_ros: FrankaRosConfig, "
-        "arx: ArxSdkConfig; e.g. safety, controller, interface) except robot_id, site, control_rate_hz and host, "
-        "which are this node's own parameters",
-    )
-    camera_configs: dict[str, dict[str, Any]] = setting(  # noqa: RUF009 - copied per instance
-        {},
-        "real drivers: camera name -> its settings (user.cameras CameraConfig: driver realsense/opencv/bus, "
-        "serial, device, topic, width, height, rate_hz, resize, ...); their images go into observations",
-    )
-    safety: dict[str, Any] = setting(  # noqa: RUF009 - copied per instance
-        {},
-        "sim arms: action limits on top of the defaults (user.robots.safety SafetyConfig: workspace_min/max, "
-        "gripper_min/max, nominal_orientation, max_orientation_deviation_rad, ...); real arms: hardware.safety",
-    )
     seed: int = setting(0, "episode n resets with seed + n; -1 = unseeded", min=-1)
     first_episode_id: int = setting(0, "id of the first episode (ids increase by one per episode)", min=0)
     auto_reset: bool = setting(True, "start the next episode as soon as one ends (else wait for the reset service)")
@@ -113,19 +76,9 @@ class RobotNodeParams:
     )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.namespace and not self.namespace.startswith("/"):
             raise ConfigError(f"namespace must start with '/', got {self.namespace!r}")
-        try:
-            check_spec(self.driver_spec())
-        except DriverError as exc:
-            raise ConfigError(str(exc)) from exc
-
-    def driver_spec(self) -> DriverSpec:
-        return DriverSpec(
-            self.driver, self.robot_id, self.site, self.task, self.task_params, self.gym_env, self.control_rate_hz,
-            self.realtime, self.cameras, self.privileged_state, self.max_steps, self.reward, self.rule, self.host,
-            self.hardware, self.camera_configs, self.safety,
-        )  # fmt: skip
 
 
 class RobotNode(Node):
@@ -137,10 +90,7 @@ class RobotNode(Node):
         super().__init__(bus)
         p = self.params = self.declare_parameters(RobotNodeParams)
         ns = p.namespace or f"/{p.robot_id}"
-        try:
-            bundle = self.bundle = build_driver(p.driver_spec(), self)
-        except DriverError as exc:
-            raise ConfigError(str(exc)) from exc
+        bundle = self.bundle = build_driver(p, self)  # DriverError is a ConfigError
         self.robot = bundle.robot
         period = 1.0 / p.control_rate_hz
         deadline = period if p.realtime else p.action_timeout_s
@@ -307,6 +257,9 @@ class RobotNode(Node):
         obs, events = self.loop.reset(seed, use_default_seed=use_default_seed)
         if self._pacer is not None:
             self._pacer.restart()
+        for event in events:  # an episode the reset cut short: kept, its last step truncated (as the learner does)
+            if event.kind == EpisodeKind.END and self.outbox is not None:
+                self.outbox.end_early(event.episode_id, lambda m: dataclasses.replace(m, truncated=True))
         self._publish_events(events)
         self._pub_obs.publish(observation_to_msg(obs, self.codec))
 

@@ -50,8 +50,8 @@ LATENCY_WINDOW = 10_000  # observation->action latencies kept for percentiles
 
 @dataclass
 class RolloutParams:
-    robots: list[str] = setting([], "robot ids this node acts for")  # noqa: RUF009 - copied
-    learning: LearningConfig = setting(LearningConfig(), "policy (must match the learner's)")  # noqa: RUF009
+    robots: list[str] = setting([], "robot ids this node acts for")
+    learning: LearningConfig = setting(LearningConfig(), "policy (must match the learner's)")
     weights_topic: str = setting("/policy/weights", "where the learner publishes weights")
     apply: Literal["episode_boundary", "immediate"] = setting(
         "episode_boundary", "when a robot switches to new weights"

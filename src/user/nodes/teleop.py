@@ -27,10 +27,16 @@ class TeleopParams:
     robot_id: str = setting("franka_sim", "robot to intervene on; topic default /<robot_id>/intervention")
     device: Literal["spacemouse", "scripted"] = setting("spacemouse", "input device: spacemouse or scripted")
     rate_hz: float = setting(50.0, "device polling (and publishing, while active) rate, Hz", min=1.0, max=1000.0)
-    deadzone: float = setting(0.05, "spacemouse: axis values below this count as idle", min=0.0, max=1.0)
-    scripted_action: list[float] = setting([0.0] * 6 + [-1.0], "scripted: the action to send")  # noqa: RUF009
-    scripted_start_s: float = setting(1.0, "scripted: active from this many seconds after start", min=0.0)
-    scripted_duration_s: float = setting(1.0, "scripted: active for this long, s", min=0.0)
+    deadzone: float = setting(
+        0.05, "spacemouse: axis values below this count as idle", min=0.0, max=1.0, when=("device", "spacemouse")
+    )
+    scripted_action: list[float] = setting(
+        [0.0] * 6 + [-1.0], "scripted: the action to send", when=("device", "scripted")
+    )
+    scripted_start_s: float = setting(
+        1.0, "scripted: active from this many seconds after start", min=0.0, when=("device", "scripted")
+    )
+    scripted_duration_s: float = setting(1.0, "scripted: active for this long, s", min=0.0, when=("device", "scripted"))
     topic: str = setting("", "intervention topic; empty = /<robot_id>/intervention")
 
 

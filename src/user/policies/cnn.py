@@ -23,10 +23,10 @@ class CNNPolicyConfig:
 
     state_dim: int = setting(3, "length of the state vector", min=0)
     action_dim: int = setting(1, "length of the action vector (actions are in [-1, 1])", min=1)
-    observation: ObservationConfig = setting(  # noqa: RUF009 - frozen
+    observation: ObservationConfig = setting(
         ObservationConfig(cameras=("wrist",)), "cameras, crop, resize and normalisation of the inputs"
     )
-    encoder: ImageEncoderConfig = setting(ImageEncoderConfig(), "the per-camera ResNet encoder")  # noqa: RUF009
+    encoder: ImageEncoderConfig = setting(ImageEncoderConfig(), "the per-camera ResNet encoder")
     hidden: tuple[int, ...] = setting((256, 256), "widths of the hidden layers after the encoder")
     layer_norm: bool = setting(True, "LayerNorm after each hidden linear layer")
     log_std_min: float = setting(-5.0, "lower bound of the Gaussian's log standard deviation")

@@ -35,10 +35,10 @@ class FlowPolicyConfig:
 
     state_dim: int = setting(3, "length of the state vector", min=0)
     action_dim: int = setting(1, "length of the action vector (actions are in [-1, 1])", min=1)
-    observation: ObservationConfig = setting(  # noqa: RUF009 - frozen
+    observation: ObservationConfig = setting(
         ObservationConfig(image_size=None), "state normalisation; cameras () = state only"
     )
-    encoder: ImageEncoderConfig = setting(ImageEncoderConfig(), "image encoder, used when cameras are set")  # noqa: RUF009
+    encoder: ImageEncoderConfig = setting(ImageEncoderConfig(), "image encoder, used when cameras are set")
     hidden: tuple[int, ...] = setting((256, 256), "widths of the velocity network's hidden layers")
     layer_norm: bool = setting(True, "LayerNorm after each hidden linear layer")
     steps: int = setting(4, "Euler steps from noise to action (K)", min=1)

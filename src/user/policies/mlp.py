@@ -25,7 +25,7 @@ class MLPPolicyConfig:
     layer_norm: bool = setting(False, "LayerNorm after each hidden linear layer")
     log_std_min: float = setting(-5.0, "lower bound of the Gaussian's log standard deviation")
     log_std_max: float = setting(2.0, "upper bound of the Gaussian's log standard deviation")
-    observation: ObservationConfig = setting(  # noqa: RUF009 - frozen
+    observation: ObservationConfig = setting(
         ObservationConfig(image_size=None), "state normalisation (images are not used)"
     )
     seed: int = setting(0, "seed of the parameter initialisation")

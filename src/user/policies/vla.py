@@ -46,9 +46,7 @@ class VLAPolicyConfig:
 
     instruction: str = setting("", "language instruction given to the model with every query")
     execute_horizon: int = setting(0, "actions of each chunk executed before re-querying; 0 = the whole chunk", min=0)
-    observation: ObservationConfig = setting(  # noqa: RUF009 - frozen
-        ObservationConfig(), "cameras given to the model and their preprocessing"
-    )
+    observation: ObservationConfig = setting(ObservationConfig(), "cameras given to the model and their preprocessing")
 
 
 class VLAPolicy(Policy):

@@ -74,10 +74,17 @@ class EpisodeOutbox:
             self.acknowledged += 1
             return True
 
-    def discard(self, episode_id: int) -> None:
-        """Forget an episode that will never complete (e.g. the robot reset mid-episode without a done step)."""
+    def end_early(self, episode_id: int, truncate: Callable[[Any], Any]) -> bool:
+        """The robot ended `episode_id` without a done step (an operator reset): keep it as a whole episode whose
+        last message is `truncate(last)` (the learner stores the same truncation), to be acknowledged or re-sent
+        like any other. False when the episode is not held or has no step."""
         with self._lock:
-            self._episodes.pop(episode_id, None)
+            episode = self._episodes.get(episode_id)
+            if episode is None or not episode.messages or episode.ended_at is not None:
+                return False
+            episode.messages[-1] = truncate(episode.messages[-1])
+            episode.ended_at = episode.sent_at = self._clock()
+            return True
 
     def due(self) -> list[tuple[int, list[Any]]]:
         """Completed, unacknowledged episodes whose last (re)send is `resend_after_s` old: (id, messages)."""

@@ -61,7 +61,7 @@ class ArxSdkConfig:
     interface: str = setting("can0", "SocketCAN interface the arm is on (ip link show)")
     control_rate_hz: float = setting(10.0, "policy rate: one Cartesian target per period", min=0.5, max=100.0)
     cameras: tuple[str, ...] = setting((), "names of the cameras attached to this robot")
-    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")  # noqa: RUF009 - frozen
+    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")
 
 
 def eef_to_tool(pose_6d: npt.ArrayLike) -> Vec:

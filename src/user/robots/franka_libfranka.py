@@ -81,7 +81,7 @@ class FrankaLibfrankaConfig:
     gripper_speed: float = setting(0.05, "finger speed (m/s)", min=0.001, max=0.2)
     gripper_force: float = setting(20.0, "grasp force when closing (N)", min=1.0, max=140.0)
     gripper_deadband: float = setting(0.05, "smallest gripper target change (0..1) sent to the hand", min=0.0, max=1.0)
-    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")  # noqa: RUF009 - frozen
+    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")
 
     def __post_init__(self) -> None:
         if len(self.home_joints) != 7 or not all(math.isfinite(v) for v in self.home_joints):

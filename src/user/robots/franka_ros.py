@@ -101,7 +101,7 @@ class FrankaRosConfig:
     )
     state_timeout_s: float = setting(0.5, "pose and joint states older than this are stale (s)", min=0.01, max=10.0)
     connect_timeout_s: float = setting(5.0, "how long connect() waits for franka_ros2's first state (s)", min=0.1)
-    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")  # noqa: RUF009 - frozen
+    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")
 
     def __post_init__(self) -> None:
         for name in ("target_topic", "pose_topic", "joint_states_topic"):

@@ -66,18 +66,34 @@ class Node:
             try:
                 msg = self.codec.decode(payload, name)
             except DecodeError as exc:
-                self.malformed_messages += 1
-                self.log.error(
-                    "dropped a malformed message on %s (%s, %d bytes): %s",
-                    topic,
-                    name,
-                    len(payload),
-                    exc.reason,
-                )
+                self._malformed(topic, name, payload, exc)
                 return
             callback(msg)
 
         return self.bus.create_subscription(topic, name, on_bytes, qos)
+
+    def create_payload_subscription(
+        self, topic: str, typename: str, callback: Callable[[Any, bytes], None], qos: QoS = RELIABLE
+    ) -> Handle:
+        """As `create_subscription`, but `callback(msg, payload)` also gets the CDR bytes `msg` was decoded
+        from, for a node that stores or forwards them as they arrived instead of encoding `msg` again."""
+        name = self.codec.resolve(typename)
+
+        def on_bytes(payload: bytes) -> None:
+            try:
+                msg = self.codec.decode(payload, name)
+            except DecodeError as exc:
+                self._malformed(topic, name, payload, exc)
+                return
+            callback(msg, payload)
+
+        return self.bus.create_subscription(topic, name, on_bytes, qos)
+
+    def _malformed(self, topic: str, typename: str, payload: bytes, exc: DecodeError) -> None:
+        self.malformed_messages += 1
+        self.log.error(
+            "dropped a malformed message on %s (%s, %d bytes): %s", topic, typename, len(payload), exc.reason
+        )
 
     def create_timer(self, period_s: float, callback: Callable[[], None]) -> Handle:
         return self.bus.create_timer(period_s, callback)

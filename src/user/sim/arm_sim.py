@@ -53,8 +53,8 @@ class ArmSimConfig:
 
     control_rate_hz: float = setting(10.0, "policy rate: `advance` runs 1/rate seconds of physics", min=0.1, max=1000.0)
     settle_s: float = setting(0.2, "physics time run at reset so grasps and objects come to rest, s", min=0.0, max=5.0)
-    scene: SceneConfig = setting(SceneConfig(), "physics options and scenery")  # noqa: RUF009 - frozen
-    controller: OscConfig = setting(OscConfig(), "operational-space controller gains")  # noqa: RUF009 - frozen
+    scene: SceneConfig = setting(SceneConfig(), "physics options and scenery")
+    controller: OscConfig = setting(OscConfig(), "operational-space controller gains")
 
 
 class ArmSim:

@@ -41,15 +41,15 @@ class SimRobotConfig:
     site: str = setting("local", "where the robot is (hardware registry)")
     arm: str = setting("franka", "simulated arm: franka (FR3), arx_l5, arx_x5", choices=("franka", "arx_l5", "arx_x5"))
     task: str = setting("peg_insertion", "task in the scene: peg_insertion, pick_place, button_press; '' = none")
-    task_params: dict[str, Any] = setting(  # noqa: RUF009 - copied
+    task_params: dict[str, Any] = setting(
         {}, "settings of the task's config dataclass; empty on an ARX arm: the ARX layout (arx_sim.ARX_TASK_PARAMS)"
     )
     realtime: bool = setting(False, "pace every step to the wall clock (true) or run as fast as possible (false)")
     visual: str = setting("lowpoly", "arm meshes to render: lowpoly (fast) or full", choices=("lowpoly", "full"))
-    cameras: SimCameraConfig = setting(SimCameraConfig(), "simulated cameras")  # noqa: RUF009 - frozen
-    sim: ArmSimConfig = setting(ArmSimConfig(), "physics, control rate and controller gains")  # noqa: RUF009
-    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")  # noqa: RUF009
-    joint_control: JointControlConfig = setting(  # noqa: RUF009 - frozen
+    cameras: SimCameraConfig = setting(SimCameraConfig(), "simulated cameras")
+    sim: ArmSimConfig = setting(ArmSimConfig(), "physics, control rate and controller gains")
+    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")
+    joint_control: JointControlConfig = setting(
         JointControlConfig(), "joint PD + IK settings of the ARX arms (unused for the franka)"
     )
 

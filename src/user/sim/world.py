@@ -56,11 +56,6 @@ class World:
         joint = self._id(mujoco.mjtObj.mjOBJ_JOINT, name)
         return float(self.data.qpos[self.model.jnt_qposadr[joint]])
 
-    def set_joint_position(self, name: str, value: float) -> None:
-        joint = self._id(mujoco.mjtObj.mjOBJ_JOINT, name)
-        self.data.qpos[self.model.jnt_qposadr[joint]] = value
-        self.data.qvel[self.model.jnt_dofadr[joint]] = 0.0
-
     def body_position(self, name: str) -> Vec:
         return np.array(self.data.xpos[self._id(mujoco.mjtObj.mjOBJ_BODY, name)])
 

@@ -52,10 +52,6 @@ class TaskWorld(Protocol):
         """Position of a one-DoF joint (m or rad)."""
         ...
 
-    def set_joint_position(self, name: str, value: float) -> None:
-        """Set a one-DoF joint (at reset only), zeroing its velocity."""
-        ...
-
     def body_position(self, name: str) -> Vec:
         """(3,) position of a body frame, base frame."""
         ...

@@ -1,0 +1,81 @@
+"""`CameraRig`: the real cameras of one robot, opened and closed with it, handing the newest frames over."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:  # user.cameras imports OpenCV: loaded only when a real driver has cameras
+    from user.cameras.camera import Camera
+
+_STALE_WARN_PERIOD_S = 5.0
+_log = logging.getLogger(__name__)
+
+
+class CameraRig:
+    """The real cameras of one robot; `frames` hands the newest frame of each to the observer, never waiting.
+
+    A camera with no frame yet is left out of the observation; a stale frame is still handed out (its stamp
+    tells its age) with a warning at most every few seconds, so a slow camera never stalls the arm.
+    """
+
+    def __init__(self, cameras: Sequence[Camera]) -> None:
+        self.cameras = tuple(cameras)
+        self._warned: dict[str, float] = {}  # camera -> when its last warning was logged (monotonic s)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.cameras)
+
+    def open(self) -> None:
+        """Open every camera and wait (at most each one's `open_timeout_s`) for its first frame."""
+        try:
+            for camera in self.cameras:
+                camera.open()
+            for camera in self.cameras:
+                self._await_first_frame(camera)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        from user.cameras.errors import CameraError
+
+        for camera in self.cameras:
+            try:
+                camera.close()
+            except CameraError as exc:
+                _log.warning("%s (closing the other cameras anyway)", exc)
+
+    def frames(self) -> dict[str, tuple[npt.NDArray[np.uint8], int]]:
+        out: dict[str, tuple[npt.NDArray[np.uint8], int]] = {}
+        for camera in self.cameras:
+            frame = camera.poll()
+            if frame is None or frame.stale:
+                self._warn(camera.name, "no frame yet" if frame is None else f"newest frame is {frame.age_s:.2f} s old")
+            if frame is not None:
+                out[camera.name] = (frame.rgb, frame.stamp_ns)
+        return out
+
+    def _await_first_frame(self, camera: Camera) -> None:
+        from user.cameras.errors import CameraOpenError
+
+        timeout_s = camera.config.open_timeout_s
+        deadline = time.monotonic() + timeout_s
+        waiter = threading.Event()  # never set: a deadline-bounded pause between polls
+        while camera.poll(float("inf")) is None:
+            if time.monotonic() >= deadline:
+                raise CameraOpenError(camera.name, f"opened, but delivered no frame within {timeout_s:.1f} s")
+            waiter.wait(min(camera.config.period_s, 0.05))
+
+    def _warn(self, camera: str, what: str) -> None:
+        now = time.monotonic()
+        if now - self._warned.get(camera, -_STALE_WARN_PERIOD_S) >= _STALE_WARN_PERIOD_S:
+            self._warned[camera] = now
+            _log.warning("camera %r: %s; observations carry what there is", camera, what)
