@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -231,7 +232,7 @@ def child_rss(directory: str, transitions_total: int, cache_size: int, decode_im
     )
     buf = ReplayBuffer.open(directory, config)
     base = rss_mib()
-    trace: list[tuple[int, float]] = []
+    trace: list[tuple[int, float, float]] = []  # (transitions, RSS MiB, peak RSS MiB)
     started = time.perf_counter()
     for n in range(transitions_total):
         t = transition(frames, n // STEPS, n % STEPS, STEPS, own_bytes=True)
@@ -350,6 +351,10 @@ class Rates:
     def median(self, key: str) -> float:
         return statistics.median(self.samples[key])
 
+    def tps(self, key: str) -> float:
+        """Transitions per second: the median batches per second times the batch size."""
+        return self.median(key) * BATCH
+
 
 def torchrl_fill(scratch: Path, frames: Frames, items: list[Transition]) -> tuple[Any, float]:
     import torch
@@ -449,6 +454,7 @@ class Plan:
     reopen: tuple[tuple[str, int, int, bool, str], ...]  # label, episodes, steps, images, fsync
     rss_transitions: int
     rss_cache: int
+    misses: int  # cache misses timed for the cost of one
 
 
 PLANS = {
@@ -459,8 +465,9 @@ PLANS = {
         (("~100k, images", 999, STEPS, True, "episode"), ("~1M, state-only", 999, 1000, False, "never")),
         20_000,
         2_000,
+        2_000,
     ),
-    "quick": Plan(3_000, 2, 0.3, (("~100k, state-only", 999, STEPS, False, "never"),), 6_000, 1_000),
+    "quick": Plan(3_000, 2, 0.3, (("~100k, state-only", 999, STEPS, False, "never"),), 6_000, 1_000, 600),
 }
 
 
@@ -468,24 +475,206 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def main() -> int:  # noqa: PLR0915 - one linear report
+def run_child_command(child: list[str]) -> None:
+    """The work of a child process (`--child KIND ARGS...`): see the `child_*` functions."""
+    kind, rest = child[0], child[1:]
+    if kind == "fill":
+        child_fill(rest[0], int(rest[1]), int(rest[2]), rest[3] == "1", rest[4])
+    elif kind == "reopen":
+        child_reopen(rest[0])
+    elif kind == "rss":
+        child_rss(rest[0], int(rest[1]), int(rest[2]), rest[3] == "1")
+
+
+Summary = list[tuple[str, str, bool]]  # (target, measured value, met)
+
+
+def bench_ingest(items: list[Transition], ours_dir: Path, summary: Summary) -> float:
+    """1. Ingest into a fresh buffer; returns our bytes on disk per transition."""
+    config = BufferConfig(storage=StorageConfig(cache_ratio=1.0), prefetch=0)
+    started = time.perf_counter()
+    with ReplayBuffer.open(ours_dir, config) as buf:
+        for t in items:
+            buf.add(t)
+        ingest = len(items) / (time.perf_counter() - started)
+    ours_bytes = disk_bytes(ours_dir) / len(items)
+    print(
+        f"1. ingest: {ingest:,.0f} transitions/s (fsync per episode, {len(items)} transitions, "
+        f"{ours_bytes / 1000:.1f} KB on disk each)"
+    )
+    summary.append(("ingest >= 2,000/s", f"{ingest:,.0f}/s", ingest >= INGEST_TARGET))
+    return ours_bytes
+
+
+def sample_rates(plan: Plan, items: list[Transition], ours_dir: Path, rb: Any) -> Rates:
+    """Batches/s of every configuration (in-memory, ours per output form and cache ratio, TorchRL), interleaved
+    round by round."""
+    keys: list[tuple[str, Callable[[], Any]]] = []
+    for mode, decode in (("bytes", False), ("pixels", True)):
+        keys.append((f"mem/{mode}", functools.partial(InMemoryBuffer, items, decode)))
+        for r in RATIOS:
+            keys.append((f"ours/{mode}/{r}", functools.partial(OurTrial, ours_dir, r, decode, items)))
+    keys.append(("torchrl/pixels", lambda: rb))
+    rates = Rates()
+    for rnd in range(plan.rounds):
+        order = keys[rnd % len(keys) :] + keys[: rnd % len(keys)]
+        for key, make in order:
+            target = make()
+            try:
+                trial_s = plan.trial_s * (1.5 if "pixels" in key else 1.0)
+                rates.add(key, batches_per_second(target.sample, trial_s))
+            finally:
+                if isinstance(target, OurTrial):
+                    target.close()
+    return rates
+
+
+def report_rates(plan: Plan, rates: Rates) -> None:
+    """2. The table of sample rates, against the in-memory buffer and TorchRL."""
+    print(f"\n2. sample rate, batch {BATCH}, uniform, transitions/s (median of {plan.rounds} rounds)")
+    print("   plain in-memory buffer = list of the same Transitions + numpy uniform draw + collate, no prefetch")
+    print(f"   {'':22s}{'bytes':>12s}{'x mem':>8s}{'pixels':>12s}{'x mem':>8s}{'x TorchRL':>11s}")
+    tr_rate = rates.tps("torchrl/pixels")
+    print(
+        f"   {'in-memory':22s}{rates.tps('mem/bytes'):12,.0f}{1.0:8.2f}{rates.tps('mem/pixels'):12,.0f}{1.0:8.2f}"
+        f"{rates.tps('mem/pixels') / tr_rate:11.2f}"
+    )
+    for r in RATIOS:
+        b, p = rates.tps(f"ours/bytes/{r}"), rates.tps(f"ours/pixels/{r}")
+        print(
+            f"   {'ours, cache ' + str(r):22s}{b:12,.0f}{b / rates.tps('mem/bytes'):8.2f}{p:12,.0f}"
+            f"{p / rates.tps('mem/pixels'):8.2f}{p / tr_rate:11.2f}"
+        )
+    print(
+        f"   {'TorchRL memmap':22s}{'':12s}{'':8s}{tr_rate:12,.0f}{tr_rate / rates.tps('mem/pixels'):8.2f}{1.0:11.2f}"
+    )
+    print(f"   ours/bytes at 1.0 vs TorchRL pixels: {rates.tps('ours/bytes/1.0') / tr_rate:.2f}x")
+
+
+def report_trend(rates: Rates, cost: MissCost) -> bool:
+    """The cost of a miss, and whether the rate at each cache ratio follows from it; True when it does."""
+    print(
+        f"\n   one cache miss: read {cost.read_us:.1f} us + CDR decode {cost.cdr_us:.1f} us + to Transition "
+        f"{cost.convert_us:.1f} us = {cost.miss_us:.1f} us; JPEG decode of its 4 images {cost.images_us:.0f} us "
+        "(pixel batches pay that on hits too)"
+    )
+    print(f"   trend: predicted rate = 1 / (batch time at 1.0 + {BATCH}*(1-r)*miss), measured/predicted:")
+    trend_ok = True
+    for mode in ("bytes", "pixels"):
+        t1 = 1.0 / rates.median(f"ours/{mode}/1.0")
+        parts = []
+        for r in RATIOS[1:]:
+            predicted = BATCH / (t1 + BATCH * (1 - r) * cost.miss_us * 1e-6)
+            measured = rates.tps(f"ours/{mode}/{r}")
+            ratio = measured / predicted
+            trend_ok &= ratio >= TREND_TOLERANCE
+            parts.append(f"{r}: {measured:,.0f} vs {predicted:,.0f} ({ratio:.2f})")
+        print(f"   {mode:7s}" + "; ".join(parts))
+    return trend_ok
+
+
+def summarise_rates(rates: Rates, trend_ok: bool, summary: Summary) -> None:
+    """The sample-rate targets: ours at cache 1.0 against the in-memory buffer and TorchRL, and the trend."""
+    m_bytes = rates.tps("ours/bytes/1.0") / rates.tps("mem/bytes")
+    m_pix = rates.tps("ours/pixels/1.0") / rates.tps("mem/pixels")
+    summary.append(("cache 1.0 >= 0.9x in-memory (bytes)", f"{m_bytes:.2f}x", m_bytes >= MEM_RATIO_TARGET))
+    summary.append(("cache 1.0 >= 0.9x in-memory (pixels)", f"{m_pix:.2f}x", m_pix >= MEM_RATIO_TARGET))
+    tr_rate = rates.tps("torchrl/pixels")
+    t_pix = rates.tps("ours/pixels/1.0") / tr_rate
+    t_bytes = rates.tps("ours/bytes/1.0") / tr_rate
+    summary.append(("cache 1.0 >= 1x TorchRL (pixels vs pixels)", f"{t_pix:.2f}x", t_pix >= TORCHRL_RATIO_TARGET))
+    summary.append(("cache 1.0 >= 1x TorchRL (our bytes vs its pixels)", f"{t_bytes:.2f}x", t_bytes >= 1.0))
+    summary.append(("rate vs cache ratio within miss-cost model", "see 2.", trend_ok))
+
+
+def bench_sampling(root: Path, plan: Plan, frames: Frames, items: list[Transition], summary: Summary) -> float:
+    """2. Sample rates of ours (the buffer in root/ours), the in-memory buffer and TorchRL; returns TorchRL's bytes
+    on disk per transition."""
+    ours_dir = root / "ours"
+    torch_dir = root / "torchrl"
+    rb, torch_ingest = torchrl_fill(torch_dir, frames, items)
+    torch_bytes = disk_bytes(torch_dir) / len(items)
+    print(
+        f"   TorchRL LazyMemmapStorage extend: {torch_ingest:,.0f} transitions/s (raw arrays given), "
+        f"{torch_bytes / 1000:.1f} KB on disk each"
+    )
+    cost = miss_cost(ours_dir, len(items), plan.misses)
+    rates = sample_rates(plan, items, ours_dir, rb)
+    del rb  # unmaps TorchRL's files
+    report_rates(plan, rates)
+    trend_ok = report_trend(rates, cost)
+    summarise_rates(rates, trend_ok, summary)
+    shutil.rmtree(torch_dir, ignore_errors=True)
+    return torch_bytes
+
+
+def report_disk(ours_bytes: float, torch_bytes: float, summary: Summary) -> None:
+    """3. Bytes on disk per transition, ours against TorchRL's."""
+    disk_ratio = ours_bytes / torch_bytes
+    print(
+        f"\n3. bytes on disk per transition: ours {ours_bytes:,.0f} B, TorchRL {torch_bytes:,.0f} B ({disk_ratio:.3f}x)"
+    )
+    summary.append(("bytes on disk <= 0.2x TorchRL", f"{disk_ratio:.3f}x", disk_ratio <= DISK_RATIO_TARGET))
+
+
+def bench_reopen(root: Path, plan: Plan, summary: Summary) -> None:
+    """4. Reopen after kill -9, for each buffer of the plan."""
+    print(
+        "\n4. reopen after kill -9 (open segment with 49 committed episodes + half an episode pending; page cache warm)"
+    )
+    for label, episodes, steps, images, fsync in plan.reopen:
+        d = root / f"reopen_{episodes}_{steps}"
+        filled = fill_and_kill(d, episodes, steps, images, fsync)
+        size = disk_bytes(d)
+        re = run_child(["reopen", str(d)])
+        print(
+            f"   {label}: {re['transitions']:,} transitions, {size / 2**20:,.0f} MiB, written at "
+            f"{filled['transitions'] / filled['ingest_s']:,.0f}/s; open {re['open_s']:.2f} s "
+            f"({re['rewritten']} segment rewritten), first batch {re['first_batch_s'] * 1000:.0f} ms, "
+            f"RSS +{re['rss_growth_mib']:.0f} MiB"
+        )
+        if re["transitions"] >= 900_000:
+            summary.append(("reopen <= 5 s at 1M", f"{re['open_s']:.2f} s", re["open_s"] <= REOPEN_TARGET_S))
+        else:
+            summary.append((f"reopen at {label} (info; target is at 1M)", f"{re['open_s']:.2f} s", True))
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def bench_memory(root: Path, plan: Plan, summary: Summary) -> None:
+    """5. RSS of a process ingesting with a fixed cache, against the cache ceiling."""
+    rs = run_child(["rss", str(root / "rss"), str(plan.rss_transitions), str(plan.rss_cache), "0"])
+    ceiling = plan.rss_cache * rs["per_transition_bytes"] / 2**20
+    limit = rs["base_mib"] + ceiling + RSS_FIXED_MIB
+    trace = rs["trace"]
+    full = next((rss for n, rss, _ in trace if n >= 2 * plan.rss_cache), trace[-1][1])
+    last = trace[-1][1]
+    print(
+        f"\n5. memory while growing on disk: cache {plan.rss_cache} transitions x "
+        f"{rs['per_transition_bytes'] / 1000:.1f} KB = ceiling {ceiling:.0f} MiB; empty buffer "
+        f"{rs['base_mib']:.0f} MiB RSS"
+    )
+    marks = [trace[k] for k in np.linspace(0, len(trace) - 1, 6).astype(int)]
+    print("   RSS at " + ", ".join(f"{n:,}: {r:.0f} MiB" for n, r, _ in marks))
+    print(
+        f"   peak RSS {rs['peak_mib']:.0f} MiB (limit {limit:.0f} = empty + ceiling + {RSS_FIXED_MIB:.0f}); "
+        f"{last - full:+.0f} MiB from {2 * plan.rss_cache:,} to {trace[-1][0]:,} transitions; "
+        f"{rs['disk_mib']:.0f} MiB on disk; ingest {rs['ingest_per_s']:,.0f}/s with a batch per episode"
+    )
+    summary.append(("peak RSS <= empty + cache ceiling + 64 MiB", f"{rs['peak_mib']:.0f} MiB", rs["peak_mib"] <= limit))
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller run (under a minute)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        kind, rest = args.child[0], args.child[1:]
-        if kind == "fill":
-            child_fill(rest[0], int(rest[1]), int(rest[2]), rest[3] == "1", rest[4])
-        elif kind == "reopen":
-            child_reopen(rest[0])
-        elif kind == "rss":
-            child_rss(rest[0], int(rest[1]), int(rest[2]), rest[3] == "1")
+        run_child_command(args.child)
         return 0
 
     plan = PLANS["quick" if args.quick else "default"]
     root = Path(tempfile.mkdtemp(prefix="bench_buffer_"))
-    summary: list[tuple[str, str, bool]] = []
+    summary: Summary = []
     wall = time.perf_counter()
     try:
         print(
@@ -495,153 +684,13 @@ def main() -> int:  # noqa: PLR0915 - one linear report
         frames = Frames()
         jpeg_kb = statistics.mean(len(j) for cam in CAMERAS for j in frames.jpeg[cam]) / 1000
         print(f"mean JPEG {jpeg_kb:.2f} KB; 4 images per transition (observation + next observation)\n")
-
-        # 1. ingest -----------------------------------------------------------------------------------
         items = list(transitions(frames, plan.transitions // STEPS, STEPS))
-        ours_dir = root / "ours"
-        config = BufferConfig(storage=StorageConfig(cache_ratio=1.0), prefetch=0)
-        started = time.perf_counter()
-        with ReplayBuffer.open(ours_dir, config) as buf:
-            for t in items:
-                buf.add(t)
-            ingest = len(items) / (time.perf_counter() - started)
-        ours_bytes = disk_bytes(ours_dir) / len(items)
-        print(
-            f"1. ingest: {ingest:,.0f} transitions/s (fsync per episode, {len(items)} transitions, "
-            f"{ours_bytes / 1000:.1f} KB on disk each)"
-        )
-        summary.append(("ingest >= 2,000/s", f"{ingest:,.0f}/s", ingest >= INGEST_TARGET))
-
-        # 2 + 3. sampling ------------------------------------------------------------------------------
-        torch_dir = root / "torchrl"
-        rb, torch_ingest = torchrl_fill(torch_dir, frames, items)
-        torch_bytes = disk_bytes(torch_dir) / len(items)
-        print(
-            f"   TorchRL LazyMemmapStorage extend: {torch_ingest:,.0f} transitions/s (raw arrays given), "
-            f"{torch_bytes / 1000:.1f} KB on disk each"
-        )
-        cost = miss_cost(ours_dir, len(items), 2000 if not args.quick else 600)
-
-        keys: list[tuple[str, Callable[[], Any]]] = []
-        for mode, decode in (("bytes", False), ("pixels", True)):
-            keys.append((f"mem/{mode}", lambda d=decode: InMemoryBuffer(items, d)))
-            for r in RATIOS:
-                keys.append((f"ours/{mode}/{r}", lambda r=r, d=decode: OurTrial(ours_dir, r, d, items)))
-        keys.append(("torchrl/pixels", lambda: rb))
-        rates = Rates()
-        for rnd in range(plan.rounds):
-            order = keys[rnd % len(keys) :] + keys[: rnd % len(keys)]
-            for key, make in order:
-                target = make()
-                try:
-                    trial_s = plan.trial_s * (1.5 if "pixels" in key else 1.0)
-                    rates.add(key, batches_per_second(target.sample, trial_s))
-                finally:
-                    if isinstance(target, OurTrial):
-                        target.close()
-        keys.clear()
-        rb = None  # unmaps TorchRL's files
-
-        def tps(key: str) -> float:
-            return rates.median(key) * BATCH
-
-        print(f"\n2. sample rate, batch {BATCH}, uniform, transitions/s (median of {plan.rounds} rounds)")
-        print("   plain in-memory buffer = list of the same Transitions + numpy uniform draw + collate, no prefetch")
-        print(f"   {'':22s}{'bytes':>12s}{'x mem':>8s}{'pixels':>12s}{'x mem':>8s}{'x TorchRL':>11s}")
-        tr_rate = tps("torchrl/pixels")
-        print(
-            f"   {'in-memory':22s}{tps('mem/bytes'):12,.0f}{1.0:8.2f}{tps('mem/pixels'):12,.0f}{1.0:8.2f}"
-            f"{tps('mem/pixels') / tr_rate:11.2f}"
-        )
-        for r in RATIOS:
-            b, p = tps(f"ours/bytes/{r}"), tps(f"ours/pixels/{r}")
-            print(
-                f"   {'ours, cache ' + str(r):22s}{b:12,.0f}{b / tps('mem/bytes'):8.2f}{p:12,.0f}"
-                f"{p / tps('mem/pixels'):8.2f}{p / tr_rate:11.2f}"
-            )
-        print(f"   {'TorchRL memmap':22s}{'':12s}{'':8s}{tr_rate:12,.0f}{tr_rate / tps('mem/pixels'):8.2f}{1.0:11.2f}")
-        print(f"   ours/bytes at 1.0 vs TorchRL pixels: {tps('ours/bytes/1.0') / tr_rate:.2f}x")
-
-        print(
-            f"\n   one cache miss: read {cost.read_us:.1f} us + CDR decode {cost.cdr_us:.1f} us + to Transition "
-            f"{cost.convert_us:.1f} us = {cost.miss_us:.1f} us; JPEG decode of its 4 images {cost.images_us:.0f} us "
-            "(pixel batches pay that on hits too)"
-        )
-        print(f"   trend: predicted rate = 1 / (batch time at 1.0 + {BATCH}*(1-r)*miss), measured/predicted:")
-        trend_ok = True
-        for mode in ("bytes", "pixels"):
-            t1 = 1.0 / rates.median(f"ours/{mode}/1.0")
-            parts = []
-            for r in RATIOS[1:]:
-                predicted = BATCH / (t1 + BATCH * (1 - r) * cost.miss_us * 1e-6)
-                ratio = tps(f"ours/{mode}/{r}") / predicted
-                trend_ok &= ratio >= TREND_TOLERANCE
-                parts.append(f"{r}: {tps(f'ours/{mode}/{r}'):,.0f} vs {predicted:,.0f} ({ratio:.2f})")
-            print(f"   {mode:7s}" + "; ".join(parts))
-
-        m_bytes = tps("ours/bytes/1.0") / tps("mem/bytes")
-        m_pix = tps("ours/pixels/1.0") / tps("mem/pixels")
-        summary.append(("cache 1.0 >= 0.9x in-memory (bytes)", f"{m_bytes:.2f}x", m_bytes >= MEM_RATIO_TARGET))
-        summary.append(("cache 1.0 >= 0.9x in-memory (pixels)", f"{m_pix:.2f}x", m_pix >= MEM_RATIO_TARGET))
-        t_pix = tps("ours/pixels/1.0") / tr_rate
-        t_bytes = tps("ours/bytes/1.0") / tr_rate
-        summary.append(("cache 1.0 >= 1x TorchRL (pixels vs pixels)", f"{t_pix:.2f}x", t_pix >= TORCHRL_RATIO_TARGET))
-        summary.append(("cache 1.0 >= 1x TorchRL (our bytes vs its pixels)", f"{t_bytes:.2f}x", t_bytes >= 1.0))
-        summary.append(("rate vs cache ratio within miss-cost model", "see 2.", trend_ok))
-
-        disk_ratio = ours_bytes / torch_bytes
-        print(
-            f"\n3. bytes on disk per transition: ours {ours_bytes:,.0f} B, TorchRL {torch_bytes:,.0f} B "
-            f"({disk_ratio:.3f}x)"
-        )
-        summary.append(("bytes on disk <= 0.2x TorchRL", f"{disk_ratio:.3f}x", disk_ratio <= DISK_RATIO_TARGET))
-        shutil.rmtree(torch_dir, ignore_errors=True)
+        ours_bytes = bench_ingest(items, root / "ours", summary)
+        torch_bytes = bench_sampling(root, plan, frames, items, summary)
+        report_disk(ours_bytes, torch_bytes, summary)
         items.clear()
-
-        # 4. reopen after kill -9 ---------------------------------------------------------------------
-        print(
-            "\n4. reopen after kill -9 (open segment with 49 committed episodes + half an episode pending; "
-            "page cache warm)"
-        )
-        for label, episodes, steps, images, fsync in plan.reopen:
-            d = root / f"reopen_{episodes}_{steps}"
-            filled = fill_and_kill(d, episodes, steps, images, fsync)
-            size = disk_bytes(d)
-            re = run_child(["reopen", str(d)])
-            print(
-                f"   {label}: {re['transitions']:,} transitions, {size / 2**20:,.0f} MiB, written at "
-                f"{filled['transitions'] / filled['ingest_s']:,.0f}/s; open {re['open_s']:.2f} s "
-                f"({re['rewritten']} segment rewritten), first batch {re['first_batch_s'] * 1000:.0f} ms, "
-                f"RSS +{re['rss_growth_mib']:.0f} MiB"
-            )
-            if re["transitions"] >= 900_000:
-                summary.append(("reopen <= 5 s at 1M", f"{re['open_s']:.2f} s", re["open_s"] <= REOPEN_TARGET_S))
-            else:
-                summary.append((f"reopen at {label} (info; target is at 1M)", f"{re['open_s']:.2f} s", True))
-            shutil.rmtree(d, ignore_errors=True)
-
-        # 5. memory ------------------------------------------------------------------------------------
-        rs = run_child(["rss", str(root / "rss"), str(plan.rss_transitions), str(plan.rss_cache), "0"])
-        ceiling = plan.rss_cache * rs["per_transition_bytes"] / 2**20
-        limit = rs["base_mib"] + ceiling + RSS_FIXED_MIB
-        trace = rs["trace"]
-        full = next((rss for n, rss, _ in trace if n >= 2 * plan.rss_cache), trace[-1][1])
-        last = trace[-1][1]
-        print(
-            f"\n5. memory while growing on disk: cache {plan.rss_cache} transitions x "
-            f"{rs['per_transition_bytes'] / 1000:.1f} KB = ceiling {ceiling:.0f} MiB; empty buffer "
-            f"{rs['base_mib']:.0f} MiB RSS"
-        )
-        marks = [trace[k] for k in np.linspace(0, len(trace) - 1, 6).astype(int)]
-        print("   RSS at " + ", ".join(f"{n:,}: {r:.0f} MiB" for n, r, _ in marks))
-        print(
-            f"   peak RSS {rs['peak_mib']:.0f} MiB (limit {limit:.0f} = empty + ceiling + {RSS_FIXED_MIB:.0f}); "
-            f"{last - full:+.0f} MiB from {2 * plan.rss_cache:,} to {trace[-1][0]:,} transitions; "
-            f"{rs['disk_mib']:.0f} MiB on disk; ingest {rs['ingest_per_s']:,.0f}/s with a batch per episode"
-        )
-        summary.append(
-            ("peak RSS <= empty + cache ceiling + 64 MiB", f"{rs['peak_mib']:.0f} MiB", rs["peak_mib"] <= limit)
-        )
+        bench_reopen(root, plan, summary)
+        bench_memory(root, plan, summary)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -136,7 +136,7 @@ def peer_main(conn: Any, endpoint: str) -> None:
     finally:
         del keep
         bus.close()
-        session.close()
+        session.close()  # type: ignore[no-untyped-call]  # zenoh's stubs leave it unannotated
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -162,6 +162,11 @@ def _wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> N
         time.sleep(0.02)
 
 
+def _matching(publisher: Any) -> Callable[[], bool]:
+    """Whether a subscriber matches this raw Zenoh publisher yet (a predicate for `_wait_until`)."""
+    return lambda: publisher.matching_status.matching
+
+
 def open_raw_side(session: Any) -> Side:
     keys = KEYS["raw"]
     event = threading.Event()
@@ -176,7 +181,7 @@ def open_raw_side(session: Any) -> Side:
     ping = session.declare_publisher(keys["ping"], **_raw_options())
     sub = session.declare_subscriber(keys["pong"], on_pong)
     for pub in (tp, ping):
-        _wait_until(lambda p=pub: p.matching_status.matching, STARTUP_TIMEOUT_S, "the raw subscriber")
+        _wait_until(_matching(pub), STARTUP_TIMEOUT_S, "the raw subscriber")
     return Side("raw", tp.put, ping.put, event, [tp, ping, sub])
 
 

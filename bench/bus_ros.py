@@ -74,7 +74,7 @@ class RawRos:
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=5.0)
         self._thread.join(5.0)
-        self.node.destroy_node()
+        self.node.destroy_node()  # type: ignore[no-untyped-call]  # rclpy: destroy_node has no annotations
         self.context.try_shutdown()
 
 

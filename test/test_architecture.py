@@ -36,11 +36,12 @@ def packages() -> set[str]:
 def imported_packages(path: Path) -> Iterator[tuple[int, str]]:
     """(line, package) for every `user.<package>` an import statement of `path` names (lazy ones too)."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module] if node.module != "user" else [f"user.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
+        else:
+            continue
         for name in names:
             parts = name.split(".")
             if parts[0] == "user" and len(parts) > 1:

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from test.algorithms.factories import fixed_batch
+from test.algorithms.scripted_human import InterventionGate
 from user.algorithms.base import AlgorithmError, TrainingStats, to_torch
 from user.algorithms.bc import BC, BCConfig, bc_loss
-from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig, InterventionGate
+from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig
 from user.buffer.batch import TransitionBatch
 from user.policies.base import Policy
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
@@ -105,7 +106,7 @@ def test_updates_are_adam_steps_on_the_imitation_loss(kind: str, weight_decay: f
     for step in range(1, 4):
         loss, info = reference.imitation_loss(obs.obs, obs.action, kind)
         stats = bc.update(batch)
-        assert stats == TrainingStats(step, {"bc": pytest.approx(float(loss.detach()))}, {**info, "rows": 16.0})
+        assert dataclasses.astuple(stats) == (step, {"bc": pytest.approx(float(loss.detach()))}, {**info, "rows": 16.0})
         optim.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         if clip is not None:
@@ -153,12 +154,13 @@ def test_nothing_to_imitate_is_no_step_and_a_single_row_is_one() -> None:
 @pytest.mark.parametrize("use_demos", [False, True])
 def test_hg_dagger_imitates_only_the_human_rows(use_demos: bool) -> None:
     batch = fixed_batch(30)
-    hg, plain = HGDagger(_policy(), HGDaggerConfig(use_demos=use_demos)), BC(_policy())
+    hg_policy, plain_policy = _policy(), _policy()
+    hg, plain = HGDagger(hg_policy, HGDaggerConfig(use_demos=use_demos)), BC(plain_policy)
     obs = to_torch(batch, hg.policy)
     human_rows = obs.select(obs.intervened | obs.is_demo if use_demos else obs.intervened)
     with torch.no_grad():
-        human = hg.policy.imitation_loss(human_rows.obs, human_rows.action, "mse")[0]
-        every = plain.policy.imitation_loss(obs.obs, obs.action, "mse")[0]
+        human = hg_policy.imitation_loss(human_rows.obs, human_rows.action, "mse")[0]
+        every = plain_policy.imitation_loss(obs.obs, obs.action, "mse")[0]
     assert hg.update(batch).losses["bc"] == pytest.approx(float(human))
     assert plain.update(batch).losses["bc"] == pytest.approx(float(every))  # plain BC imitates every row
     assert float(human) != pytest.approx(float(every))

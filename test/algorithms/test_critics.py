@@ -138,7 +138,7 @@ def test_a_member_depends_only_on_its_own_parameters(member: int) -> None:
     q = EnsembleQ(StateEncoder(3), 3, 2, members=3, hidden=(8, 6), layer_norm=True)
     _randomise_norms(q)
     obs, action = _inputs(5)
-    q(obs, action)[member].sum().backward()  # type: ignore[no-untyped-call]
+    q(obs, action)[member].sum().backward()
     for name, p in q.net.named_parameters():
         assert p.grad is not None, name
         per_member = p.grad.abs().flatten(1).sum(dim=1)

@@ -109,7 +109,9 @@ def _spy(module: nn.Module) -> list[torch.Tensor]:
 def _seen_by_networks(augmentation: str) -> tuple[TorchBatch, list[torch.Tensor], list[torch.Tensor]]:
     sac = _sac(augmentation)
     batch = _image_batch(sac)
-    critic_seen, actor_seen = _spy(sac.critic.encoder), _spy(sac.policy.actor.encoder)
+    actor_encoder = sac.policy.actor.encoder
+    assert isinstance(actor_encoder, nn.Module)
+    critic_seen, actor_seen = _spy(sac.critic.encoder), _spy(actor_encoder)
     sac.update_tensors(batch)
     return batch, critic_seen, actor_seen
 

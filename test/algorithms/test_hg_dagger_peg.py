@@ -11,8 +11,9 @@ import torch
 
 from test.algorithms import peg
 from test.algorithms.ring import RingBuffer
+from test.algorithms.scripted_human import InterventionGate
 from user.algorithms.bc import BCConfig
-from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig, InterventionGate
+from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig
 from user.policies.base import PolicyInput
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
 

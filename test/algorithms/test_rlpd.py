@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from test.algorithms.factories import fixed_batch, spy_critic_steps
-from user.algorithms.base import AlgorithmError, to_torch
+from user.algorithms.base import to_torch
 from user.algorithms.critics import EnsembleLayerNorm, EnsembleLinear, EnsembleQ
-from user.algorithms.rlpd import RLPD, RLPDConfig, concat_batches
+from user.algorithms.rlpd import RLPD, RLPDConfig
 from user.algorithms.sac import SAC, SACConfig
-from user.buffer.batch import TransitionBatch
+from user.buffer.batch import BatchError, TransitionBatch
 from user.config import ConfigError, from_mapping
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig, StateEncoder
 
@@ -28,7 +28,7 @@ def test_defaults_follow_the_paper() -> None:
     cfg = RLPDConfig()
     assert (cfg.num_critics, cfg.critic_subsample, cfg.critic_actor_ratio, cfg.batch_size) == (10, 2, 4, 256)
     assert (cfg.gamma, cfg.tau, cfg.actor_lr) == (0.96, 0.005, 3e-4)
-    assert cfg.split_batch() == (128, 128)
+    assert cfg.demo_ratio == 0.5
     with pytest.raises(ConfigError, match="critic_subsample"):
         from_mapping(RLPDConfig, {"num_critics": 2, "critic_subsample": 3}, where="rlpd")
 
@@ -59,7 +59,7 @@ def test_members_are_independent() -> None:
     obs = to_torch(fixed_batch(5), _rlpd().policy)
     values = q(obs.obs, obs.action)
     assert values.shape == (4, 5)
-    values[1].sum().backward()  # type: ignore[no-untyped-call]
+    values[1].sum().backward()
     first = q.net[0]
     assert isinstance(first, EnsembleLinear) and first.weight.grad is not None
     grads = first.weight.grad.abs().sum(dim=(1, 2))
@@ -84,9 +84,9 @@ def test_mixed_batches_report_their_demo_fraction() -> None:
     online, demo = fixed_batch(24, seed=1), fixed_batch(8, seed=2)
     online = type(online)(**{**online.__dict__, "is_demo": online.is_demo & False})
     demo = type(demo)(**{**demo.__dict__, "is_demo": demo.is_demo | True})
-    mixed = concat_batches(online, demo)
+    mixed = TransitionBatch.concat([online, demo])
     assert len(mixed) == 32
-    stats = rlpd.update_mixed(online, demo)
+    stats = rlpd.update(mixed)
     assert stats.info["demo_fraction"] == 0.25
 
 
@@ -180,11 +180,6 @@ def test_rlpd_changes_only_these_sac_defaults_and_bounds() -> None:
         RLPDConfig(critic_subsample=0)  # SAC's own check still applies
 
 
-@pytest.mark.parametrize(("batch", "ratio", "split"), [(64, 0.25, (48, 16)), (10, 0.3, (7, 3)), (10, 0.0, (10, 0))])
-def test_split_batch_gives_the_demo_ratio_of_each_batch_to_demos(batch: int, ratio: float, split: tuple) -> None:
-    assert RLPDConfig(batch_size=batch, demo_ratio=ratio).split_batch() == split
-
-
 def test_subsample_may_equal_but_not_exceed_the_ensemble() -> None:
     assert RLPDConfig(num_critics=3, critic_subsample=3).critic_subsample == 3
     with pytest.raises(ValueError, match=r"critic_subsample \(4\) exceeds num_critics \(3\)"):
@@ -210,7 +205,7 @@ def _fields(batch: TransitionBatch) -> dict[str, np.ndarray]:
 
 def test_mixing_and_shuffling_keep_every_transition_together() -> None:
     online, demo = _kinds(5, 3, images={"wrist": (4, 4)})
-    mixed = concat_batches(online, demo)
+    mixed = TransitionBatch.concat([online, demo])
     a, b, m = _fields(online), _fields(demo), _fields(mixed)
     assert m.keys() == a.keys() and len(m) == 13
     for name, value in m.items():
@@ -224,8 +219,8 @@ def test_mixing_and_shuffling_keep_every_transition_together() -> None:
 
 def test_batches_with_different_cameras_are_not_mixed() -> None:
     online, demo = fixed_batch(4, images={"wrist": (4, 4)}), fixed_batch(4, images={"front": (4, 4)})
-    with pytest.raises(AlgorithmError, match=r"cannot mix batches with cameras \['wrist'\] and \['front'\]"):
-        concat_batches(online, demo)
+    with pytest.raises(BatchError, match=r"cannot mix batches with cameras \['wrist'\] and \['front'\]"):
+        TransitionBatch.concat([online, demo])
 
 
 def test_update_shuffles_the_mix_so_every_critic_step_sees_demos_and_online_rows() -> None:
@@ -233,8 +228,8 @@ def test_update_shuffles_the_mix_so_every_critic_step_sees_demos_and_online_rows
     rlpd, again = _rlpd(utd_ratio=4, num_critics=2), _rlpd(utd_ratio=4, num_critics=2)
     seen, seen_again = spy_critic_steps(rlpd), spy_critic_steps(again)
     for _ in range(2):
-        stats = rlpd.update_mixed(online, demo)
-        again.update_mixed(online, demo)
+        stats = rlpd.update(TransitionBatch.concat([online, demo]))
+        again.update(TransitionBatch.concat([online, demo]))
     assert stats.updates == 8 and stats.info["demo_fraction"] == 0.5
     assert all(0 < int(s.is_demo.sum()) < len(s) for s in seen)  # both kinds in every slice
     rewards = np.concatenate([online.reward, demo.reward])

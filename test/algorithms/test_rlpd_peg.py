@@ -33,6 +33,7 @@ import torch
 from test.algorithms import peg
 from test.algorithms.ring import RingBuffer
 from user.algorithms.rlpd import RLPD, RLPDConfig
+from user.buffer.batch import TransitionBatch
 from user.policies.base import PolicyInput
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
 
@@ -62,11 +63,12 @@ def test_rlpd_learns_peg_insertion_from_demos() -> None:
     online = RingBuffer(MAX_ENV_STEPS, peg.STATE_DIM, peg.ACTION_DIM)
     for seed in range(DEMOS):
         assert peg.run(robot, task, peg.expert_actor(robot, task), 10_000 + seed, demos, is_demo=True).success
-    n_online, n_demo = config.split_batch()
+    n_demo = round(config.batch_size * config.demo_ratio)  # as the buffer's demo-ratio sampler splits a batch
+    n_online = config.batch_size - n_demo
 
     def learn() -> None:
         if online.size >= n_online:
-            rlpd.update_mixed(online.sample(rng, n_online), demos.sample(rng, n_demo))
+            rlpd.update(TransitionBatch.concat([online.sample(rng, n_online), demos.sample(rng, n_demo)]))
 
     def explore(obs: PolicyInput) -> np.ndarray:
         return policy.act(obs)

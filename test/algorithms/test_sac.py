@@ -14,6 +14,7 @@ from user.algorithms.critics import EnsembleLayerNorm
 from user.algorithms.sac import SAC, SACConfig, actor_loss, critic_loss, td_target, temperature_loss
 from user.config import ConfigError, from_mapping
 from user.policies.base import TensorObs
+from user.policies.gaussian import GaussianPolicy
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
 
 
@@ -342,9 +343,9 @@ def test_load_state_dict_restores_everything_a_resumed_learner_needs(tmp_path: P
     assert _state_equal(sac.state_dict(), other.state_dict())
     for _ in range(2):
         torch.manual_seed(5)
-        a = sac.update(batch)
+        stats = sac.update(batch)
         torch.manual_seed(5)
-        assert other.update(batch) == a
+        assert other.update(batch) == stats
     assert _state_equal(sac.state_dict(), other.state_dict())
 
 
@@ -360,6 +361,7 @@ class PulledSAC(SAC):
     """SAC with an actor regulariser (like SAC-Flow's BC term) pulling the deterministic action to 0.5."""
 
     def actor_regulariser(self, batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float], dict[str, float]]:
+        assert isinstance(self.policy, GaussianPolicy)
         mean, _ = self.policy.dist_params(batch.obs)
         pull = (torch.tanh(mean) - 0.5).pow(2).mean()
         return 10.0 * pull, {"pull": float(pull.detach())}, {"pulled": 1.0}

@@ -12,6 +12,7 @@ import torch
 from test.algorithms.factories import fixed_batch
 from test.algorithms.test_sac import _state_equal
 from user.algorithms.base import AlgorithmError, to_torch
+from user.algorithms.critics import EnsembleLinear
 from user.algorithms.sac_flow import SACFlow, SACFlowConfig
 from user.config import ConfigError, from_mapping
 from user.policies.base import TensorObs
@@ -35,9 +36,11 @@ def test_td_target_uses_the_flow_path_likelihood() -> None:
         policy.actor.velocity.out.weight.zero_()
         policy.actor.velocity.out.bias.zero_()
     sac = _sac_flow(policy, gamma=0.5, init_temperature=2.0, critic_lr=0.0, tau=0.0)
+    out = sac.target_critic.net[-1]
+    assert isinstance(out, EnsembleLinear)
     with torch.no_grad():
-        sac.target_critic.net[-1].weight.zero_()  # target Q = 0 everywhere
-        sac.target_critic.net[-1].bias.zero_()
+        out.weight.zero_()  # target Q = 0 everywhere
+        out.bias.zero_()
     batch = to_torch(fixed_batch(4), policy)
     torch.manual_seed(0)
     _, info = sac.critic_step(batch)

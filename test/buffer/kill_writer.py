@@ -17,9 +17,11 @@ import os
 import random
 import signal
 import sys
+from collections.abc import Iterator
 
 from test.buffer.factories import episode
 from user.buffer import BufferConfig, ReplayBuffer, StorageConfig
+from user.interfaces.domain import Transition
 
 ROBOTS = ("left", "right")
 
@@ -50,7 +52,7 @@ def main() -> int:
         return 0
     rng = random.Random(args.seed)
     next_id = {robot: 1000 * args.seed + k * 100_000 for k, robot in enumerate(ROBOTS)}
-    streams = {robot: iter(()) for robot in ROBOTS}
+    streams: dict[str, Iterator[Transition]] = {robot: iter(()) for robot in ROBOTS}
     for _ in range(args.episodes * 40):
         robot = rng.choice(ROBOTS)  # robots' steps interleave, as they arrive from several robots
         t = next(streams[robot], None)

@@ -58,7 +58,7 @@ def test_reads_a_single_storage_file_and_a_cut_mcap(tmp_path: Path) -> None:
             writer.register_channel(ch.topic, ch.message_encoding, ch.schema_id, ch.metadata)
         for _, ch, msg in reader.iter_messages():
             writer.add_message(ch.id, msg.log_time, msg.data, msg.publish_time)
-        writer.finish()
+        writer.finish()  # type: ignore[no-untyped-call]  # mcap's writer leaves it unannotated
     data = whole.read_bytes()
     cut = tmp_path / "cut.mcap"
     cut.write_bytes(data[: len(data) // 2])  # the recorder was killed: no summary, no footer

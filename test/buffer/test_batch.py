@@ -78,8 +78,10 @@ def _named(ts: list[Transition], names: tuple[str, ...]) -> list[Transition]:
 def _distinct_batch(n: int, seed: int) -> TransitionBatch:
     """A batch in which every per-row array differs from row to row (so a row taken from the wrong place shows)."""
     ts = episode("arm", seed, n, success=True, intervened=True)
-    flags = [{"is_demo": k % 2 == 0, "success": k % 3 == 0, "truncated": k == 1} for k in range(n)]
-    ts = [replace(t, reward=float(k + seed), **flags[k]) for k, t in enumerate(ts)]
+    ts = [
+        replace(t, reward=float(k + seed), is_demo=k % 2 == 0, success=k % 3 == 0, truncated=k == 1)
+        for k, t in enumerate(ts)
+    ]
     ts = [replace(t, action=replace(t.action, intervened=k % 2 == 1, policy_version=k)) for k, t in enumerate(ts)]
     return collate(_named(ts, NAMES), np.arange(n) + 100 * seed, decode_images=True)
 

@@ -81,7 +81,7 @@ def test_every_episode_and_transition_field_reads_back_as_written(tmp_path: Path
     index = _filled(tmp_path)
     assert index.episodes() == [EPISODE_0, EPISODE_1]
     assert index.transitions() == ALL_ROWS
-    for got, want in zip(index.episodes() + index.transitions(), [EPISODE_0, EPISODE_1, *ALL_ROWS], strict=True):
+    for got, want in zip([*index.episodes(), *index.transitions()], [EPISODE_0, EPISODE_1, *ALL_ROWS], strict=True):
         assert _types(got) == _types(want), got  # flags come back as bools, rewards and returns as floats
     assert index.episodes(segment_id=2) == [EPISODE_1]
     assert index.episodes(segment_id=1) == [EPISODE_0]

@@ -107,7 +107,7 @@ def test_only_whole_episodes_are_stored(tmp_path: Path) -> None:
         assert len(buf) == 3 and buf.info().episodes == 1
         buf.add(episode("c", 0, 5)[0])
         buf.add(episode("c", 0, 5)[1])
-        assert buf.end_episode("c") == 1
+        assert buf.end_episode("c", 0, 2) == 1
         assert buf.get([4])[0].truncated  # ended by the operator: its last step is truncated
         buf.add(episode("d", 0, 5)[0])
         assert buf.discard_episode("d") == 1
@@ -197,7 +197,7 @@ def test_a_resent_episode_is_stored_whole_beside_a_live_one(tmp_path: Path) -> N
         buf.add_episode(resent)  # ... when the robot re-sends episode 4, which the learner missed
         assert buf.add(live[2]) is None and buf.add(live[3]) is not None  # the live one is not disturbed
         assert buf.has_episode("r", 4) and buf.has_episode("r", 5) and len(buf) == 7
-        stored = buf.get(range(len(buf)))
+        stored = buf.get(list(range(len(buf))))
         assert [(t.episode_id, t.step) for t in stored] == [(4, 0), (4, 1), (4, 2), (5, 0), (5, 1), (5, 2), (5, 3)]
         with pytest.raises(BufferError, match="step 2 where step 1 was due"):
             buf.add_episode([resent[0], resent[2]])

@@ -227,9 +227,9 @@ def test_every_stored_transition_counts_as_inserted(tmp_path: Path) -> None:
         for t in episode("b", 0, 5, images=False)[:3]:
             buf.add(t)
         assert buf.rate_limiter.inserts == 4  # unfinished: not stored yet
-        assert buf.end_episode("b") is not None  # operator reset
+        assert buf.end_episode("b", 0, 3) is not None  # operator reset
         assert buf.rate_limiter.inserts == len(buf) == 7
-        assert buf.end_episode("b") is None
+        assert buf.end_episode("b", 0, 3) is None
         buf.add(episode("c", 0, 5, images=False)[0])
         buf.discard_episode("c")
         buf.add_episode(episode("d", 0, 3, images=False))  # re-sent whole

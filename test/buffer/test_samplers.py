@@ -1,5 +1,7 @@
 """Each sampler draws from the right subset, in the right proportions, and resumes from its state."""
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from user.buffer.samplers import (
     DemoRatioSampler,
     InterventionSampler,
     RecentSampler,
+    Sampler,
     StalenessSampler,
     UniformSampler,
     make_sampler,
@@ -227,7 +230,7 @@ def test_staleness_candidates_are_the_transitions_with_any_weight() -> None:
         sampler.sample(view, 4)
 
 
-GROWING = {
+GROWING: dict[str, Callable[[], Sampler]] = {
     "staleness": lambda: StalenessSampler(seed=0),
     "demo_ratio": lambda: DemoRatioSampler(ratio=0.5, seed=0),
     "intervention": lambda: InterventionSampler(include_demos=True, seed=0),

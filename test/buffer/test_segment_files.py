@@ -259,8 +259,13 @@ def test_closing_a_reader_twice_closes_its_file_once(tmp_path: Path, monkeypatch
     real = os.close
     reader = SegmentReader(path)
     fd = reader._fd
+
+    def counting_close(n: int) -> None:
+        closed.append(n)
+        real(n)
+
     with monkeypatch.context() as m:
-        m.setattr(os, "close", lambda n: (closed.append(n), real(n))[1])
+        m.setattr(os, "close", counting_close)
         reader.close()
         reader.close()
         with reader:

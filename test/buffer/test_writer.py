@@ -260,13 +260,52 @@ def test_an_operator_reset_ends_the_episode_truncated(tmp_path: Path, writers: l
     steps = episode("arm", 0, 5)[:3]
     for t in steps:
         w.add(t)
-    assert w.end_episode("arm") == 0
+    assert w.end_episode("arm", 0, 3) == 0
     rows = w.index.transitions()
     assert [r.truncated for r in rows] == [False, False, True] and w.pending_steps() == {}
     stored = w.storage.get([2])[0]
     assert stored.truncated and not stored.terminated and stored.step == 2
     assert _stored(w, rows[2]).truncated  # the file says so too
-    assert w.end_episode("arm") is None and w.end_episode("nobody") is None
+    assert w.end_episode("arm", 0, 3) is None and w.end_episode("nobody", 0, 3) is None
+    assert len(w.index.episodes()) == 1
+
+
+def test_a_reset_end_that_overtakes_its_steps_waits_for_them(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
+    w = _writer(tmp_path)
+    writers.append(w)
+    steps = episode("arm", 4, 5)[:3]
+    assert w.end_episode("arm", 4, 3) is None  # the END event came before any step
+    assert w.add(steps[0]) is None and w.add(steps[1]) is None
+    assert w.end_episode("arm", 4, 3) is None  # again, after two of its three steps: still waiting
+    assert w.add(steps[2]) == 0  # the last step completes it
+    assert [r.truncated for r in w.index.transitions()] == [False, False, True] and w.pending_steps() == {}
+
+
+def test_an_end_event_leaves_episodes_it_does_not_end_alone(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
+    w = _writer(tmp_path)
+    writers.append(w)
+    for t in episode("arm", 0, 3):  # ended with a done step; its END event arrives afterwards
+        w.add(t)
+    assert w.end_episode("arm", 0, 3) is None
+    nxt = episode("arm", 1, 4)
+    w.add(nxt[0])
+    assert w.end_episode("arm", 0, 3) is None  # an older episode's END does not end the running one
+    assert w.end_episode("arm", 1, 0) is None  # ended before its first step: nothing to store
+    for t in nxt[1:]:
+        w.add(t)
+    as_sent = [t.truncated for t in [*episode("arm", 0, 3), *nxt]]  # no step was marked truncated by the writer
+    assert [r.truncated for r in w.index.transitions()] == as_sent
+    assert [e.steps for e in w.index.episodes()] == [3, 4]
+
+
+def test_an_end_event_of_a_broken_episode_drops_it_now(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
+    w = _writer(tmp_path)
+    writers.append(w)
+    steps = episode("arm", 0, 5)
+    w.add(steps[0])
+    w.add(steps[2])  # step 1 was lost
+    assert w.end_episode("arm", 0, 3) is None
+    assert w.pending_steps() == {} and w.episodes_dropped == 1 and w.index.episodes() == []
 
 
 def _payload(w: EpisodeWriter, row: TransitionRow) -> bytes:
@@ -284,12 +323,12 @@ def test_bytes_given_with_a_transition_are_stored_as_they_came(tmp_path: Path, w
     w = _writer(tmp_path)
     writers.append(w)
     steps = episode("arm", 0, 3)
-    given = [_padded(steps[0]), None, _padded(steps[2])]
-    for t, payload in zip(steps, given, strict=True):
+    first, last = _padded(steps[0]), _padded(steps[2])
+    for t, payload in zip(steps, [first, None, last], strict=True):
         w.add(t, payload=payload)
     rows = w.index.transitions()
-    assert [_payload(w, r) for r in rows] == [given[0], _wire(steps[1]), given[2]]  # none given: encoded here
-    assert [r.length for r in rows] == [len(given[0]), len(_wire(steps[1])), len(given[2])]
+    assert [_payload(w, r) for r in rows] == [first, _wire(steps[1]), last]  # none given: encoded here
+    assert [r.length for r in rows] == [len(first), len(_wire(steps[1])), len(last)]
     assert all(_wire(_stored(w, r)) == _wire(t) for r, t in zip(rows, steps, strict=True))
 
 
@@ -299,7 +338,7 @@ def test_an_operator_reset_encodes_the_step_it_changes(tmp_path: Path, writers: 
     steps = episode("arm", 0, 5)[:2]
     for t in steps:
         w.add(t, payload=_padded(t))
-    assert w.end_episode("arm") == 0
+    assert w.end_episode("arm", 0, 2) == 0
     first, last = w.index.transitions()
     assert _payload(w, first) == _padded(steps[0])  # unchanged: as it came
     assert _payload(w, last) == _wire(replace(steps[1], truncated=True))  # changed: the new flags, encoded

@@ -80,7 +80,12 @@ def test_best_effort_delivers_when_not_congested(make_any_bus: MakeBus, topic: s
     b.create_subscription(topic, STRING, inbox, BEST_EFFORT)
     pub = a.create_publisher(topic, STRING, BEST_EFFORT)
     matched(pub)
-    assert wait_until(lambda: (pub.publish(text("x")), inbox.event.is_set())[1], 5.0, 0.05)
+
+    def publish_and_check() -> bool:
+        pub.publish(text("x"))
+        return inbox.event.is_set()
+
+    assert wait_until(publish_and_check, 5.0, 0.05)
     assert inbox.got[0] == text("x")
 
 

@@ -45,16 +45,16 @@ def test_raw_zenoh_session_sees_bus_messages_on_the_bridge_key(
 
     raw = zenoh.open(session_config(ZenohSettings(router=[router_endpoint])))
     try:
-        got, event, _ = _collector()
-        sub = raw.declare_subscriber(topic.lstrip("/"), lambda s: (got.append(s.payload.to_bytes()), event.set()))
+        got, event, on = _collector()
+        sub = raw.declare_subscriber(topic.lstrip("/"), lambda s: on(s.payload.to_bytes()))
         pub = make_bus("a").create_publisher(topic, "std_msgs/msg/String")
         _wait_matched(pub)
         pub.publish(b"\x00\x01\x00\x00payload")
         assert event.wait(5.0)
         assert got == [b"\x00\x01\x00\x00payload"]
-        sub.undeclare()
+        sub.undeclare()  # type: ignore[no-untyped-call]  # zenoh's stubs leave it unannotated
     finally:
-        raw.close()
+        raw.close()  # type: ignore[no-untyped-call]  # zenoh's stubs leave it unannotated
 
 
 def test_no_router_fails_fast_and_clearly() -> None:

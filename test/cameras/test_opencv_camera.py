@@ -23,7 +23,7 @@ def colour(i: int) -> tuple[int, int, int]:
 @pytest.fixture(scope="module")
 def video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("video") / "clip.avi"
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (WIDTH, HEIGHT))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 30.0, (WIDTH, HEIGHT))
     assert writer.isOpened(), "OpenCV cannot write MJPG video here"
     for i in range(FRAMES):
         rgb = np.empty((HEIGHT, WIDTH, 3), dtype=np.uint8)

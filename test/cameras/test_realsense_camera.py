@@ -6,6 +6,7 @@ in-test module with the same calls (the real SDK is exercised only on a robot si
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import types
@@ -54,7 +55,7 @@ class _ColourFrame:
         return self.number
 
     def get_data(self) -> memoryview:
-        return memoryview(self.data)
+        return self.data.data  # the array's buffer, as a memoryview
 
     def get_timestamp(self) -> float:
         return self.stamp_ms
@@ -71,51 +72,67 @@ class _Frameset:
         return self.colour
 
 
+class _Sensor:
+    def __init__(self, calls: dict[str, Any]) -> None:
+        self.calls = calls
+
+    def supports(self, option: str) -> bool:
+        return option == "global_time_enabled"
+
+    def set_option(self, option: str, value: float) -> None:
+        self.calls["options"][option] = value
+
+
+class _Profile:
+    def __init__(self, calls: dict[str, Any]) -> None:
+        self.calls = calls
+
+    def get_device(self) -> Any:
+        return types.SimpleNamespace(first_color_sensor=lambda: _Sensor(self.calls))
+
+    def get_stream(self, stream: str) -> Any:
+        video = types.SimpleNamespace(width=lambda: 8, height=lambda: 6)
+        return types.SimpleNamespace(as_video_stream_profile=lambda: video)
+
+
+class _Config:
+    def __init__(self, calls: dict[str, Any]) -> None:
+        self.calls = calls
+
+    def enable_device(self, serial: str) -> None:
+        self.calls["device"] = serial
+
+    def enable_stream(self, *args: Any) -> None:
+        self.calls["stream"] = args
+
+
+class _Pipeline:
+    def __init__(self, calls: dict[str, Any], queue: list[_ColourFrame]) -> None:
+        self.calls = calls
+        self.queue = queue
+
+    def start(self, cfg: _Config) -> _Profile:
+        return _Profile(self.calls)
+
+    def try_wait_for_frames(self, timeout_ms: int) -> tuple[bool, Any]:
+        if not self.queue:
+            self.calls["stopped"].wait(timeout_ms / 1000)
+            return False, None
+        return True, _Frameset(self.queue.pop(0))
+
+    def stop(self) -> None:
+        self.calls["stopped"].set()
+
+
 def fake_sdk(serials: list[str], frames: list[_ColourFrame]) -> tuple[types.ModuleType, dict[str, Any]]:
     """A module with the pyrealsense2 calls the driver makes; `calls` records what it was asked."""
     calls: dict[str, Any] = {"options": {}, "stopped": threading.Event()}
-    queue = list(frames)
-
-    class Sensor:
-        def supports(self, option: str) -> bool:
-            return option == "global_time_enabled"
-
-        def set_option(self, option: str, value: float) -> None:
-            calls["options"][option] = value
-
-    class Profile:
-        def get_device(self) -> Any:
-            return types.SimpleNamespace(first_color_sensor=Sensor)
-
-        def get_stream(self, stream: str) -> Any:
-            video = types.SimpleNamespace(width=lambda: 8, height=lambda: 6)
-            return types.SimpleNamespace(as_video_stream_profile=lambda: video)
-
-    class Config:
-        def enable_device(self, serial: str) -> None:
-            calls["device"] = serial
-
-        def enable_stream(self, *args: Any) -> None:
-            calls["stream"] = args
-
-    class Pipeline:
-        def start(self, cfg: Config) -> Profile:
-            return Profile()
-
-        def try_wait_for_frames(self, timeout_ms: int) -> tuple[bool, Any]:
-            if not queue:
-                calls["stopped"].wait(timeout_ms / 1000)
-                return False, None
-            return True, _Frameset(queue.pop(0))
-
-        def stop(self) -> None:
-            calls["stopped"].set()
-
+    queue = list(frames)  # shared by every pipeline of the module
     rs = types.ModuleType("pyrealsense2")
     rs.camera_info = types.SimpleNamespace(serial_number="serial_number")  # type: ignore[attr-defined]
     rs.context = lambda: types.SimpleNamespace(query_devices=lambda: [_Device(s) for s in serials])  # type: ignore[attr-defined]
-    rs.config = Config  # type: ignore[attr-defined]
-    rs.pipeline = Pipeline  # type: ignore[attr-defined]
+    rs.config = functools.partial(_Config, calls)  # type: ignore[attr-defined]
+    rs.pipeline = functools.partial(_Pipeline, calls, queue)  # type: ignore[attr-defined]
     rs.stream = types.SimpleNamespace(color="color")  # type: ignore[attr-defined]
     rs.format = types.SimpleNamespace(rgb8="rgb8")  # type: ignore[attr-defined]
     rs.option = types.SimpleNamespace(global_time_enabled="global_time_enabled")  # type: ignore[attr-defined]

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from user.config.flat import flatten
 from user.config.strict import from_mapping
-from user.deploy.commands import flatten
 from user.deploy.deployment import CONFIG_DIR, Deployment, load
 from user.runtime.kinds import load_kind
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from user.config.flat import flatten, unflatten
 from user.config.strict import ConfigError
-from user.deploy.commands import flatten, launches, unflatten
+from user.deploy.commands import launches
 from user.deploy.deployment import CONFIG_DIR, load
 
 REPO = Path(__file__).resolve().parents[2]

@@ -179,19 +179,19 @@ def _own_types() -> list[str]:
 def _sample(typename: str) -> dict[str, object]:
     """Plain data for `typename` with every field set to a value other than its default."""
 
-    def value(desc: tuple[object, object]) -> object:
-        kind, detail = desc
-        if kind == Nodetype.BASE:
-            base = detail[0]  # type: ignore[index]
-            if base in ("string", "wstring"):
-                return "x\u00e9y"
-            if base == "bool":
-                return True
-            return 1.5 if str(base).startswith("float") else 7
-        if kind == Nodetype.NAME:
-            return _sample(str(detail))
-        sub, length = detail  # type: ignore[misc]
-        return [value(sub) for _ in range(length or 2)]
+    def value(desc: object) -> object:
+        match desc:
+            case (Nodetype.BASE, (base, _)):
+                if base in ("string", "wstring"):
+                    return "x\u00e9y"
+                if base == "bool":
+                    return True
+                return 1.5 if str(base).startswith("float") else 7
+            case (Nodetype.NAME, detail):
+                return _sample(str(detail))
+            case (_, (sub, int() as length)):  # an array or a sequence
+                return [value(sub) for _ in range(length or 2)]
+        raise AssertionError(f"unexpected field description {desc!r}")
 
     _, fields = CODEC.typestore.fielddefs[typename]
     return {name: value(desc) for name, desc in fields}

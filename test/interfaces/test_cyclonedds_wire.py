@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rosbags.interfaces import Nodetype
 
 from test.conftest import wait_until
 from user.bus.base import Bus
@@ -48,7 +49,7 @@ class CycloneTypes:
     def __init__(self) -> None:
         from cyclonedds.idl import types
 
-        self._t = types
+        self._t: Any = types  # cyclonedds' array/sequence are subscripted at run time; mypy sees no generics
         self._structs: dict[str, Any] = {}
         self._base = {
             "bool": bool, "byte": types.uint8, "char": types.uint8, "int8": types.int8, "uint8": types.uint8,
@@ -58,8 +59,6 @@ class CycloneTypes:
         }  # fmt: skip
 
     def _field(self, node: Any) -> Any:
-        from rosbags.typesys.base import Nodetype
-
         kind, spec = node
         if kind == Nodetype.BASE:
             return self._base[spec[0]]
@@ -88,14 +87,15 @@ def to_cyclone(types: CycloneTypes, msg: Any, typename: str) -> Any:
     """A rosbags message as the Cyclone struct of the same type (recursively)."""
     _consts, fields = CODEC.typestore.fielddefs[typename]
     values = {}
-    for name, (kind, spec) in fields:
+    for name, desc in fields:
         value = getattr(msg, name)
-        if kind == 2:  # a nested message
-            value = to_cyclone(types, value, spec)
-        elif kind == 4 and spec[0][0] == 2:  # a sequence of messages
-            value = [to_cyclone(types, v, spec[0][1]) for v in value]
-        elif isinstance(value, np.ndarray):
-            value = value.tolist()
+        match desc:
+            case (Nodetype.NAME, str() as sub):  # a nested message
+                value = to_cyclone(types, value, sub)
+            case (Nodetype.SEQUENCE, ((Nodetype.NAME, str() as sub), _)):  # a sequence of messages
+                value = [to_cyclone(types, v, sub) for v in value]
+            case _ if isinstance(value, np.ndarray):
+                value = value.tolist()
         values[name] = value
     return types.struct(typename)(**values)
 
@@ -104,14 +104,15 @@ def from_cyclone(sample: Any, typename: str) -> Any:
     """A Cyclone struct back as a rosbags message."""
     _consts, fields = CODEC.typestore.fielddefs[typename]
     values = {}
-    for name, (kind, spec) in fields:
+    for name, desc in fields:
         value = getattr(sample, name)
-        if kind == 2:
-            value = from_cyclone(value, spec)
-        elif kind == 4 and spec[0][0] == 2:
-            value = [from_cyclone(v, spec[0][1]) for v in value]
-        elif kind == 4 and spec[0][0] == 1 and spec[0][1][0] != "string":
-            value = np.asarray(value, dtype=np.dtype(_NUMPY[spec[0][1][0]]))
+        match desc:
+            case (Nodetype.NAME, str() as sub):
+                value = from_cyclone(value, sub)
+            case (Nodetype.SEQUENCE, ((Nodetype.NAME, str() as sub), _)):
+                value = [from_cyclone(v, sub) for v in value]
+            case (Nodetype.SEQUENCE, ((Nodetype.BASE, (base, _)), _)) if base != "string":
+                value = np.asarray(value, dtype=np.dtype(_NUMPY[base]))
         values[name] = value
     return CODEC.msg_class(typename)(**values)
 

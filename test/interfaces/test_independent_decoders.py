@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from cyclonedds.idl import IdlStruct
 from mcap_ros2._dynamic import generate_dynamic, serialize_dynamic
-from rosbags.typesys.base import Nodetype
+from rosbags.interfaces import Nodetype
 
 from user.interfaces import default_codec
 from user.interfaces.convert import to_data

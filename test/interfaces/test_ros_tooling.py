@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rosbags.typesys.base import Nodetype
+from rosbags.interfaces import Nodetype
 
 from user.interfaces import default_codec
 

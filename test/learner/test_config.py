@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from user.algorithms.base import Algorithm
 from user.algorithms.hg_dagger import HGDagger
 from user.algorithms.rlpd import RLPD
 from user.algorithms.sac import SAC
@@ -47,8 +48,9 @@ def test_a_section_of_an_unselected_kind_is_one_clear_error(data: dict[str, Any]
 
 def test_each_algorithm_kind_builds_its_own_algorithm_with_its_section() -> None:
     rlpd = load(**MLP, rlpd={"gamma": 0.5})
-    assert rlpd.build_algorithm(rlpd.build_policy()).config.gamma == 0.5
-    built = {
+    algorithm = rlpd.build_algorithm(rlpd.build_policy())
+    assert isinstance(algorithm, RLPD) and algorithm.config.gamma == 0.5
+    built: dict[str, tuple[type[Algorithm], dict[str, Any]]] = {
         "rlpd": (RLPD, {"rlpd": {"gamma": 0.5, "batch_size": 64, "utd_ratio": 2, "demo_ratio": 0.25}}),
         "sac": (SAC, {"sac": {"gamma": 0.5, "batch_size": 32, "utd_ratio": 2}}),
         "hg_dagger": (HGDagger, {"hg_dagger": {"bc": {"batch_size": 16}}}),
@@ -60,10 +62,8 @@ def test_each_algorithm_kind_builds_its_own_algorithm_with_its_section() -> None
         assert type(algorithm) is cls, kind
         assert config.batch_size == {"rlpd": 64, "sac": 32, "hg_dagger": 16}[kind]
         assert config.gradient_steps_per_update == {"rlpd": 2, "sac": 2, "hg_dagger": 1}[kind]
-    assert (
-        load(algorithm="rlpd", **MLP, rlpd={"gamma": 0.5}).build_algorithm(load(**MLP).build_policy()).config.gamma
-        == 0.5
-    )
+    algorithm = load(algorithm="rlpd", **MLP, rlpd={"gamma": 0.5}).build_algorithm(load(**MLP).build_policy())
+    assert isinstance(algorithm, RLPD) and algorithm.config.gamma == 0.5
 
 
 def test_each_algorithm_turns_a_uniform_sampler_into_its_own() -> None:

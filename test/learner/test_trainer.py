@@ -98,6 +98,7 @@ def test_the_policy_sees_the_state_columns_the_batch_names_without_a_buffer_read
 ) -> None:
     from dataclasses import replace
 
+    from user.algorithms.base import TrainingStats
     from user.buffer.batch import TransitionBatch
 
     names = ("x0", "task/goal", "x1", "x2", "task/peg", "x3", "x4")  # f.STATE_DIM entries, 2 privileged
@@ -114,7 +115,12 @@ def test_the_policy_sees_the_state_columns_the_batch_names_without_a_buffer_read
     algorithm = learning.build_algorithm(learning.build_policy())
     seen: list[TransitionBatch] = []
     update = algorithm.update
-    monkeypatch.setattr(algorithm, "update", lambda batch: (seen.append(batch), update(batch))[1])
+
+    def recording_update(batch: TransitionBatch) -> TrainingStats:
+        seen.append(batch)
+        return update(batch)
+
+    monkeypatch.setattr(algorithm, "update", recording_update)
     monkeypatch.setattr(buf, "get", lambda _indices: pytest.fail("the trainer read a transition for its names"))
     trainer = Trainer(algorithm, buf, learning.state_selector())
     assert trainer.train(2, timeout_s=30.0) == 2

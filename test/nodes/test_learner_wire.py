@@ -16,6 +16,7 @@ from user.buffer.segments import TRANSITION_TYPE, Position
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces import default_codec
 from user.interfaces.domain import Transition, transition_from_msg, transition_to_msg
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -69,8 +70,13 @@ def _count_encodes(learner: Any, monkeypatch: pytest.MonkeyPatch) -> list[Transi
     """Every transition the buffer's writer encodes itself from now on."""
     writer = learner.session.buffer.writer
     encoded: list[Transition] = []
-    encode = writer.encode
-    monkeypatch.setattr(writer, "encode", lambda t: (encoded.append(t), encode(t))[1])
+    encode: Callable[[Transition], bytes] = writer.encode
+
+    def recording_encode(t: Transition) -> bytes:
+        encoded.append(t)
+        return encode(t)
+
+    monkeypatch.setattr(writer, "encode", recording_encode)
     return encoded
 
 
@@ -115,3 +121,31 @@ def test_bytes_that_are_not_what_an_encode_gives_are_encoded_afresh(
     assert [payload for payload, _ in stored] == [_encode(t) for t in live]
     assert all(payload != wire for (payload, _), wire in zip(stored, sent, strict=True))
     assert len(encoded) == 2
+
+
+def test_an_episode_a_reset_cut_short_is_stored_truncated_and_acknowledged(
+    learner: Any, make_bus: Callable[..., ZenohBus]
+) -> None:
+    """An operator reset ends an episode without a done step: the robot's END event (which may overtake the
+    steps, on another topic) makes the learner store the steps it got, the last one truncated, and answer."""
+    bus = make_bus("robot")
+    steps = episode(ROBOT, 0, 5)[:3]
+    events = bus.create_publisher(f"/{ROBOT}/episode_events", "user/msg/EpisodeEvent")
+    transitions = bus.create_publisher(f"/{ROBOT}/transitions", "user/msg/Transition")
+    acks: list[int] = []
+    bus.create_subscription(f"/{ROBOT}/episode_acks", "user/msg/EpisodeAck", lambda p: acks.append(
+        int(CODEC.decode(p, "user/msg/EpisodeAck").episode_id)))  # fmt: skip
+    for topic in (f"/{ROBOT}/episode_events", f"/{ROBOT}/transitions"):
+        assert wait_until(lambda t=topic: bus.count_subscribers(t) >= 1, 10.0)  # type: ignore[misc]
+    assert learner._acks[ROBOT].raw.wait_for_subscribers(10.0)
+    end = EpisodeEvent(ROBOT, "peg_insertion", 0, EpisodeKind.END, 0, steps=3)
+    transitions.publish(_encode(steps[0]))
+    events.publish(CODEC.encode(episode_event_to_msg(end, CODEC)))  # before the last two steps
+    for t in steps[1:]:
+        transitions.publish(_encode(t))
+    assert wait_until(lambda: len(learner.session.buffer) == 3 and acks == [0], 10.0), (
+        len(learner.session.buffer),
+        acks,
+    )
+    stored = [t for _, t in _stored(learner)]
+    assert [t.step for t in stored] == [0, 1, 2] and [t.truncated for t in stored] == [False, False, True]

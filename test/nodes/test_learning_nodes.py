@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import collections
 import itertools
+import logging
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,7 +60,7 @@ def _learner_params(robot: str, run_dir: Path, **pacing: Any) -> dict[str, Any]:
 
 
 def test_async_pipeline_versions_demos_and_resume(
-    nodes: Callable[..., Any], make_bus: Callable[..., ZenohBus], tmp_path: Path
+    nodes: Callable[..., Any], make_bus: Callable[..., ZenohBus], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from user.nodes.expert import ExpertNode
     from user.nodes.learner import LearnerNode
@@ -69,14 +71,18 @@ def test_async_pipeline_versions_demos_and_resume(
     robot = "arm_async"
     run = tmp_path / "run"
     learner = nodes(LearnerNode, "learner", _learner_params(robot, run))
-    rollout = nodes(RolloutNode, "rollout", {"robots": [robot], "learning": LEARNING, "start_episode": DEMOS})
+    rollout_params = {"robots": [robot], "learning": LEARNING, "start_episode": DEMOS, "report_period_s": 0.5}
+    rollout = nodes(RolloutNode, "rollout", rollout_params)
     monitor = nodes(MonitorNode, "monitor", {"robots": [robot], "period_s": 0.2})
     nodes(ExpertNode, "expert", {"robot_id": robot, "task": "peg_insertion", "until_episode": DEMOS})
     robot_node = nodes(RobotNode, "robot", _robot_params(robot))
+    caplog.set_level(logging.INFO)
     assert wait_until(lambda: rollout.weights.version >= 4 and learner.session.counters.episodes >= DEMOS + 3, 90.0)
     assert robot_node.failed is None and learner.session.trainer.failed is None and learner.rejected == 0
     assert any("learner:" in line and "policy v" in line for line in monitor.lines)
     assert np.isfinite(rollout.latency_percentile(99))
+    reports = [r.getMessage() for r in caplog.records if "observation -> action p50" in r.getMessage()]
+    assert reports and re.search(r"answered [1-9]\d* observations .* p99 \d+\.\d ms; mean batch 1\.00", reports[-1])
 
     buf = learner.session.buffer
     demos = buf.get(buf.query(TransitionQuery(is_demo=True)))

@@ -55,7 +55,7 @@ def test_realtime_robot_with_expert_teleop_and_reset(make_bus: Callable[..., Zen
     node = RobotNode(make_bus("robot", params))
     expert = ExpertNode(make_bus("expert", {"robot_id": robot, "task": "button_press"}))
     human = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
-    teleop_params = {"robot_id": robot, "device": "scripted", "scripted_action": human}
+    teleop_params: dict[str, object] = {"robot_id": robot, "device": "scripted", "scripted_action": human}
     teleop_params.update(scripted_start_s=0.5, scripted_duration_s=0.5)
     teleop = TeleopNode(make_bus("teleop", teleop_params))
     try:

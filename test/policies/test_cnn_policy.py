@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from test.algorithms.factories import fixed_batch
 from user.algorithms.base import to_torch
@@ -17,7 +18,7 @@ from user.interfaces.images import encode_jpeg
 from user.policies.base import PolicyError, PolicyInput
 from user.policies.cnn import CNNPolicy, CNNPolicyConfig
 from user.policies.preprocess import ObservationConfig
-from user.policies.resnet import ImageEncoderConfig, ResNet
+from user.policies.resnet import CameraEncoder, ImageEncoderConfig, ImageStateEncoder, ResNet
 
 CAMERAS = ("wrist", "front")
 TINY = ImageEncoderConfig(channels=(8, 8, 16, 16), stem_channels=8, groups=2, spatial_features=2, bottleneck=8)
@@ -94,6 +95,15 @@ def test_flat_weights_round_trip() -> None:
     assert src.get_weights().spec.numel == sum(p.numel() for p in src.actor.parameters())
 
 
+def _camera(net: nn.Module, camera: str) -> CameraEncoder:
+    """The encoder of one camera inside an actor or a critic (whose `encoder` is an ImageStateEncoder)."""
+    encoder = net.encoder
+    assert isinstance(encoder, ImageStateEncoder)
+    module = encoder.encoders[camera]
+    assert isinstance(module, CameraEncoder)
+    return module
+
+
 def _save_trunk(path: Path) -> dict[str, torch.Tensor]:
     torch.manual_seed(11)
     state = {k: v + 0.01 for k, v in ResNet(TINY).state_dict().items()}  # distinct from any seeded init
@@ -105,11 +115,11 @@ def test_frozen_pretrained_trunk_is_loaded_and_stays_fixed(tmp_path: Path) -> No
     saved = _save_trunk(tmp_path / "resnet10.pt")
     enc = ImageEncoderConfig(**{**TINY.__dict__, "pretrained": str(tmp_path / "resnet10.pt")})
     policy = CNNPolicy(_config(encoder=enc))
-    trunk = policy.actor.encoder.encoders["wrist"].trunk  # type: ignore[index]
+    trunk = _camera(policy.actor, "wrist").trunk
     assert all(torch.equal(v, saved[k]) for k, v in trunk.state_dict().items())
     assert not any(p.requires_grad for p in trunk.parameters())
     sac = SAC(policy, SACConfig(critic_hidden=(16,)), seed=0)
-    critic_trunk = sac.critic.encoder.encoders["front"].trunk
+    critic_trunk = _camera(sac.critic, "front").trunk
     assert all(torch.equal(v, saved[k]) for k, v in critic_trunk.state_dict().items())
     before = policy.get_weights().data.clone()
     sac.update(fixed_batch(8, images=dict.fromkeys(CAMERAS, (32, 32))))
@@ -146,7 +156,7 @@ def test_sac_drq_shifts_what_the_cnn_sees() -> None:
     seen: dict[str, list[torch.Tensor]] = {"none": [], "drq": []}
     for augmentation, record in seen.items():
         sac = SAC(CNNPolicy(_config()), SACConfig(critic_hidden=(16,), augmentation=augmentation), seed=0)
-        camera = sac.critic.encoder.encoders["wrist"]
+        camera = _camera(sac.critic, "wrist")
         camera.register_forward_pre_hook(lambda _, args, record=record: record.append(args[0].clone()))
         sac.update(batch)
     raw = to_torch(batch, CNNPolicy(_config())).obs.images["wrist"]

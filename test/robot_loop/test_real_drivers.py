@@ -140,6 +140,7 @@ def test_an_action_out_of_the_workspace_is_held(driven: Driven) -> None:
         t = driven.tick(1.0)
         assert t.action.data[0] == 1.0 and not t.terminated  # stored as chosen; the filter kept the target
         rewards.append(t.reward)
+    assert arm.target_pose is not None and target is not None
     np.testing.assert_allclose(arm.target_pose, target, rtol=0, atol=1e-9)  # the +x asked for never reached it
     now = driven.loop.observation
     assert now is not None and np.linalg.norm(now.state[:3] - start[:3]) < 2e-3  # the impedance settles ~1 mm
@@ -176,7 +177,7 @@ def test_scorers_without_a_robot() -> None:
 def video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A short MJPG file the OpenCV camera plays in a loop (this machine has no camera)."""
     path = tmp_path_factory.mktemp("video") / "wrist.avi"
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (64, 48))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 30.0, (64, 48))
     for i in range(10):
         writer.write(np.full((48, 64, 3), 20 * i, np.uint8))
     writer.release()

@@ -28,7 +28,7 @@ class FakeClock:
 
 
 def _tcp(robot: SimFrankaRobot) -> np.ndarray:
-    return robot.state().tcp_pose[:3].copy()
+    return np.copy(robot.state().tcp_pose[:3])
 
 
 def test_stale_action_holds_within_two_periods(make_robot: Callable[..., SimFrankaRobot]) -> None:
@@ -53,7 +53,7 @@ def test_stale_action_holds_within_two_periods(make_robot: Callable[..., SimFran
     for _ in range(10):
         drive_once(robot, watchdog)
         clock.now += period
-    assert np.array_equal(robot.target_pose, target)
+    assert robot.target_pose is not None and np.array_equal(robot.target_pose, target)
     assert np.linalg.norm(_tcp(robot) - target[:3]) < 2 * STILL_M
 
 

@@ -46,7 +46,7 @@ def test_target_outside_the_workspace_does_not_move_the_arm(make_robot: Callable
     probe = make_robot("button_press")
     start = probe.reset(7).tcp_pose[:3]
     # A workspace whose far corner is the start pose: every push outward is clipped to where the arm is.
-    box = SafetyConfig(workspace_min=tuple(start - 0.2), workspace_max=tuple(start + 1e-4))  # type: ignore[arg-type]
+    box = SafetyConfig(workspace_min=tuple(start - 0.2), workspace_max=tuple(start + 1e-4))
     robot = make_robot("button_press", safety=box)
     robot.reset(7)
     outward = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, -1.0], dtype=np.float32)

@@ -8,13 +8,13 @@ publication is delivered before `publish` returns, so tests need no waiting. Lat
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
-from user.bus.base import RELIABLE, QoS
+from user.bus.base import RELIABLE, QoS, RawCallback, ServiceHandler, TokenCallback
 
-RawCallback = Callable[[bytes], None]
+P = TypeVar("P")
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Loopback:
 
 
 class LoopbackBus:
-    """The part of the `Bus` protocol that `Node` publishers, subscriptions and timers use."""
+    """A `Bus` whose publishers, subscriptions and timers (what weight sync uses) work; the rest raises."""
 
     def __init__(self, name: str, net: Loopback) -> None:
         self.name = name
@@ -108,6 +108,36 @@ class LoopbackBus:
     def close(self) -> None:
         for d in self.net.declared:
             d.closed = True
+
+    def _unsupported(self, what: str) -> NoReturn:
+        raise NotImplementedError(f"LoopbackBus has no {what}")
+
+    def create_service(self, name: str, srv_type: str, handler: ServiceHandler) -> Declared:
+        self._unsupported("services")
+
+    def call_service(self, name: str, srv_type: str, request: bytes, timeout_s: float) -> bytes:
+        self._unsupported("services")
+
+    def declare_parameters(self, spec: type[P], on_change: Callable[[P], None] | None = None) -> P:
+        self._unsupported("parameters")
+
+    def set_parameters(self, changes: Mapping[str, Any]) -> None:
+        self._unsupported("parameters")
+
+    def parameter_values(self) -> dict[str, Any]:
+        self._unsupported("parameters")
+
+    def declare_token(self, key: str) -> Declared:
+        self._unsupported("tokens")
+
+    def watch_tokens(self, prefix: str, callback: TokenCallback) -> Declared:
+        self._unsupported("tokens")
+
+    def topic_names_and_types(self, timeout_s: float = 0.5) -> dict[str, list[str]]:
+        self._unsupported("graph queries")
+
+    def count_subscribers(self, topic: str, timeout_s: float = 0.5) -> int:
+        self._unsupported("graph queries")
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 import pytest
 import torch
@@ -63,12 +64,12 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
     return fake
 
 
-def _publisher(net: Loopback, policy: MLPPolicy, **kwargs: object) -> WeightPublisher:
-    return WeightPublisher(Node(net.bus("learner")), policy, policy_id="arm", topic=TOPIC, **kwargs)  # type: ignore[arg-type]
+def _publisher(net: Loopback, policy: MLPPolicy, **kwargs: Any) -> WeightPublisher:
+    return WeightPublisher(Node(net.bus("learner")), policy, policy_id="arm", topic=TOPIC, **kwargs)
 
 
-def _subscriber(net: Loopback, policy: MLPPolicy, **kwargs: object) -> WeightSubscriber:
-    return WeightSubscriber(Node(net.bus("robot")), policy, policy_id="arm", topic=TOPIC, **kwargs)  # type: ignore[arg-type]
+def _subscriber(net: Loopback, policy: MLPPolicy, **kwargs: Any) -> WeightSubscriber:
+    return WeightSubscriber(Node(net.bus("robot")), policy, policy_id="arm", topic=TOPIC, **kwargs)
 
 
 # ---- publisher -----------------------------------------------------------------------------------------

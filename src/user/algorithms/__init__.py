@@ -2,7 +2,7 @@
 
 from user.algorithms.base import Algorithm, AlgorithmError, TorchBatch, TrainingStats, to_torch
 from user.algorithms.bc import BC, BCConfig
-from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig, InterventionGate
+from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig
 from user.algorithms.rlpd import RLPD, RLPDConfig
 from user.algorithms.sac import SAC, SACConfig
 from user.algorithms.sac_flow import SACFlow, SACFlowConfig
@@ -16,7 +16,6 @@ __all__ = [
     "BCConfig",
     "HGDagger",
     "HGDaggerConfig",
-    "InterventionGate",
     "RLPDConfig",
     "SACConfig",
     "SACFlow",

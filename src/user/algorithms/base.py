@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -87,11 +87,6 @@ def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     with torch.no_grad():
         for t, s in zip(target.parameters(), source.parameters(), strict=True):
             t.lerp_(s, tau)
-
-
-def grad_norm(params: Iterable[nn.Parameter]) -> float:
-    norms = [p.grad.detach().norm() for p in params if p.grad is not None]
-    return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
 
 
 class Algorithm(ABC):

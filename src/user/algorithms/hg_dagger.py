@@ -3,15 +3,11 @@ trained by behaviour cloning on the human's (intervention) actions only, plus de
 
 Works for any policy with an imitation loss (MLP, CNN, flow, VLA adapter). The buffer's intervention-only
 sampler can feed it directly; rows that are neither intervened nor demos are dropped here in any case.
-`InterventionGate` is the rule a scripted "human" uses in tests and simulation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
-import numpy.typing as npt
 
 from user.algorithms.base import TorchBatch
 from user.algorithms.bc import BC, BCConfig
@@ -37,25 +33,3 @@ class HGDagger(BC):
     def select(self, batch: TorchBatch) -> TorchBatch:
         keep = batch.intervened | batch.is_demo if self.hg_config.use_demos else batch.intervened
         return batch.select(keep)
-
-
-@dataclass
-class InterventionGate:
-    """A scripted human: takes over when the robot's action is `threshold` away from the expert's, hands
-    back after `hold` steps of agreement."""
-
-    threshold: float = 0.5  # L-inf distance between robot and expert actions that triggers a takeover
-    hold: int = 3  # steps the expert keeps control once it took over
-    _left: int = 0
-
-    def decide(self, robot_action: npt.NDArray[np.float32], expert_action: npt.NDArray[np.float32]) -> bool:
-        """Whether the expert acts this step."""
-        if float(np.max(np.abs(robot_action - expert_action))) > self.threshold:
-            self._left = self.hold
-        if self._left > 0:
-            self._left -= 1
-            return True
-        return False
-
-    def reset(self) -> None:
-        self._left = 0

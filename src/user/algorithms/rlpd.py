@@ -5,8 +5,8 @@ The maths is SAC's (sac.py); what RLPD changes is configuration (`RLPDConfig` is
 defaults) and batch composition:
 - N critics (10) as one batched ensemble with LayerNorm; the TD target is the min over a random subset of
   `critic_subsample` (2) target members, redrawn every critic step; the actor maximises the ensemble mean;
-- `update_mixed(online, demo)` concatenates an online and a demo batch (sizes from `split_batch`), or the
-  buffer's demo/online ratio sampler mixes them and `update(batch)` takes the mix as it is;
+- the buffer's demo/online ratio sampler mixes demonstrations into every batch (`demo_ratio`) and `update(batch)`
+  takes the mix as it is, shuffled so each critic step's slice sees both kinds;
 - `utd_ratio` critic steps per call and `critic_actor_ratio` critic steps per actor step (4 for peg insertion).
 """
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from user.algorithms.base import AlgorithmError, TrainingStats
+from user.algorithms.base import TrainingStats
 from user.algorithms.sac import SAC, SACConfig
-from user.buffer.batch import BatchError, TransitionBatch
+from user.buffer.batch import TransitionBatch
 from user.config import setting
 from user.policies.gaussian import GaussianPolicy
 
@@ -41,19 +41,6 @@ class RLPDConfig(SACConfig):
             raise ValueError(f"critic_subsample ({self.critic_subsample}) exceeds num_critics ({self.num_critics})")
         super().__post_init__()
 
-    def split_batch(self) -> tuple[int, int]:
-        """(online, demo) sample sizes of one update."""
-        demo = round(self.batch_size * self.demo_ratio)
-        return self.batch_size - demo, demo
-
-
-def concat_batches(a: TransitionBatch, b: TransitionBatch) -> TransitionBatch:
-    """Rows of `a` then rows of `b` (same cameras required)."""
-    try:
-        return TransitionBatch.concat([a, b])
-    except BatchError as exc:
-        raise AlgorithmError(str(exc)) from exc
-
 
 class RLPD(SAC):
     """SAC run the RLPD way (see the module docstring)."""
@@ -69,7 +56,3 @@ class RLPD(SAC):
         stats = super().update(batch.take(order))
         info = {**stats.info, "demo_fraction": float(np.mean(batch.is_demo))}
         return TrainingStats(stats.updates, stats.losses, info)
-
-    def update_mixed(self, online: TransitionBatch, demo: TransitionBatch) -> TrainingStats:
-        """One update on `online` + `demo` rows (sizes from `RLPDConfig.split_batch`)."""
-        return self.update(concat_batches(online, demo))

@@ -95,22 +95,8 @@ class Columns:
                 if row.index != n + i:
                     raise CorruptRowError(row.index, f"expected transition number {n + i} (rows must be contiguous)")
             self._reserve(n + len(rows))
-            values = {
-                "segment_id": [r.segment_id for r in rows],
-                "offset": [r.offset for r in rows],
-                "length": [r.length for r in rows],
-                "episode": [r.episode for r in rows],
-                "step": [r.step for r in rows],
-                "policy_version": [r.policy_version for r in rows],
-                "wall_ns": [r.wall_ns for r in rows],
-                "reward": [r.reward for r in rows],
-                "is_demo": [r.is_demo for r in rows],
-                "intervened": [r.intervened for r in rows],
-                "done": [r.done for r in rows],
-                "success": [r.success for r in rows],
-            }
-            for name, vals in values.items():
-                self._arrays[name][n : n + len(rows)] = vals
+            for name in _DTYPES:  # each column is the `TransitionRow` attribute of its name
+                self._arrays[name][n : n + len(rows)] = [getattr(row, name) for row in rows]
             self._size = n + len(rows)
 
     def extend_tuples(self, rows: Sequence[tuple[Any, ...]]) -> None:

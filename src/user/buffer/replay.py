@@ -148,10 +148,11 @@ class ReplayBuffer:
         )
         return bool(rows)
 
-    def end_episode(self, robot_id: str) -> int | None:
-        """Store `robot_id`'s episode now (operator reset without a done flag)."""
+    def end_episode(self, robot_id: str, episode_id: int, steps: int) -> int | None:
+        """The robot ended `episode_id` after `steps` steps without a done flag (operator reset): stored, its last
+        step truncated, once all its steps are here (see `EpisodeWriter.end_episode`); returns its number then."""
         before = len(self.storage)
-        episode = self._writer().end_episode(robot_id)
+        episode = self._writer().end_episode(robot_id, episode_id, steps)
         if episode is not None:
             self.rate_limiter.insert(len(self.storage) - before)
         return episode

@@ -91,12 +91,24 @@ def verify(directory: Path, index: Index, codec: Codec, *, decode: bool = True) 
 def _check_rows(
     rows: list[TransitionRow], episodes: list[EpisodeRow], segments: dict[int, SegmentRow], report: VerifyReport
 ) -> None:
-    eps = {e.episode: e for e in episodes}
-    steps: dict[int, list[int]] = {}
+    """Transition rows against their numbering, their episodes and their segments."""
     for n, row in enumerate(rows):
         if row.index != n:
             report.problem(f"transition numbers jump from {n - 1} to {row.index}")
             break
+    _check_row_owners(rows, {e.episode: e for e in episodes}, segments, report)
+    _check_episode_steps(rows, episodes, report)
+    per_segment = Counter(e.segment_id for e in episodes)
+    for seg in segments.values():
+        n_eps = per_segment.get(seg.id, 0)
+        if n_eps != seg.episodes:
+            report.problem(f"segment {seg.name}: counts {seg.episodes} episodes, the index holds {n_eps}")
+
+
+def _check_row_owners(
+    rows: list[TransitionRow], eps: dict[int, EpisodeRow], segments: dict[int, SegmentRow], report: VerifyReport
+) -> None:
+    """Each row names an indexed episode it agrees with and an indexed segment."""
     for row in rows:
         ep = eps.get(row.episode)
         if ep is None:
@@ -105,16 +117,17 @@ def _check_rows(
             report.problem(f"transition {row.index}: disagrees with its episode {row.episode}")
         if row.segment_id not in segments:
             report.problem(f"transition {row.index}: segment {row.segment_id} is not in the index")
+
+
+def _check_episode_steps(rows: list[TransitionRow], episodes: list[EpisodeRow], report: VerifyReport) -> None:
+    """Each episode's rows hold its steps 0..n-1, in order."""
+    steps: dict[int, list[int]] = {}
+    for row in rows:
         steps.setdefault(row.episode, []).append(row.step)
     for ep in episodes:
         got = steps.get(ep.episode, [])
         if got != list(range(ep.steps)):
             report.problem(f"episode {ep.episode}: {ep.steps} steps expected, rows hold steps {got[:5]}...")
-    per_segment = Counter(e.segment_id for e in episodes)
-    for seg in segments.values():
-        n_eps = per_segment.get(seg.id, 0)
-        if n_eps != seg.episodes:
-            report.problem(f"segment {seg.name}: counts {seg.episodes} episodes, the index holds {n_eps}")
 
 
 def _check_positions(

@@ -48,6 +48,7 @@ class _Pending:
     payloads: list[bytes] = field(default_factory=list)
     wall_ns: list[int] = field(default_factory=list)
     broken: str | None = None  # why it can no longer be stored whole
+    end_at: int | None = None  # the robot ended it after this many steps without a done step (operator reset)
 
 
 def segment_name(number: int) -> str:
@@ -72,6 +73,7 @@ class EpisodeWriter:
         self._clock = clock
         self._hook = fault_hook or (lambda _point: None)
         self._pending: dict[str, _Pending] = {}
+        self._early_ends: dict[str, tuple[int, int]] = {}  # robot -> (episode id, steps): ended before its first step
         self._segment: SegmentWriter | None = None
         self._segment_id = 0
         self._segment_name = ""
@@ -95,6 +97,9 @@ class EpisodeWriter:
             pending = None
         if pending is None:
             pending = self._pending[robot] = _Pending(transition.episode_id)
+            early = self._early_ends.pop(robot, None)
+            if early is not None and early[0] == transition.episode_id:
+                pending.end_at = early[1]
             if transition.step != 0:
                 pending.broken = f"first step received was {transition.step}, not 0"
         elif pending.broken is None and transition.step != len(pending.transitions):
@@ -108,7 +113,7 @@ class EpisodeWriter:
                 pending.wall_ns.append(self._clock() if wall_ns is None else wall_ns)
         if transition.done:
             return self._finish(robot)
-        return None
+        return self._end_if_complete(robot, pending)
 
     def add_episode(
         self,
@@ -143,17 +148,30 @@ class EpisodeWriter:
             pending.wall_ns.append(now)
         return self._commit(pending)
 
-    def end_episode(self, robot_id: str) -> int | None:
-        """End `robot_id`'s episode without a done flag (operator reset): its last step becomes truncated."""
+    def end_episode(self, robot_id: str, episode_id: int, steps: int) -> int | None:
+        """The robot ended `episode_id` after `steps` steps without a done step (an operator reset: its END event).
+
+        The episode is stored, its last step marked truncated, once all `steps` transitions are here: the event
+        and the transitions travel on different topics and arrive in either order. Returns its buffer episode
+        number when this call stored it; an episode that ended with a done step or was superseded is left alone."""
         pending = self._pending.get(robot_id)
-        if pending is None or not pending.transitions:
-            self._pending.pop(robot_id, None)
+        if steps <= 0 or (pending is not None and pending.episode_id > episode_id):
             return None
-        last = pending.transitions[-1]
-        if not last.done:  # the stored step changes: its bytes are encoded anew, whatever arrived
+        if pending is None or pending.episode_id < episode_id:
+            self._early_ends[robot_id] = (episode_id, steps)  # its transitions are still on their way
+            return None
+        pending.end_at = steps
+        return self._end_if_complete(robot_id, pending)
+
+    def _end_if_complete(self, robot: str, pending: _Pending) -> int | None:
+        """Store an episode the robot ended early once its steps are all here (dropped, if it is broken)."""
+        if pending.end_at is None or (pending.broken is None and len(pending.transitions) < pending.end_at):
+            return None
+        last = pending.transitions[-1] if pending.transitions else None
+        if last is not None and not last.done:  # the stored step changes: its bytes are encoded anew
             pending.transitions[-1] = replace(last, truncated=True)
             pending.payloads[-1] = self.encode(pending.transitions[-1])
-        return self._finish(robot_id)
+        return self._finish(robot)
 
     def encode(self, transition: Transition) -> bytes:
         """The CDR bytes a transition is stored as."""

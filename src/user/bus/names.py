@@ -5,10 +5,16 @@ from __future__ import annotations
 import re
 
 _TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TOKEN_RULE = "must start with a letter or '_' and contain only letters, digits and '_'"  # what `is_token` checks
 
 
 class InvalidNameError(ValueError):
     """A topic or service name does not follow ROS 2 naming rules."""
+
+
+def is_token(text: str) -> bool:
+    """Whether `text` can be one token of a ROS name (the part between two '/'): see `TOKEN_RULE`."""
+    return _TOKEN.match(text) is not None
 
 
 def resolve(name: str, namespace: str = "/") -> str:
@@ -17,11 +23,8 @@ def resolve(name: str, namespace: str = "/") -> str:
         raise InvalidNameError("empty topic name")
     full = name if name.startswith("/") else f"{namespace.rstrip('/')}/{name}"
     for token in full.strip("/").split("/"):
-        if not _TOKEN.match(token):
-            raise InvalidNameError(
-                f"invalid topic name {name!r}: {token!r} must start with a letter or '_' and "
-                "contain only letters, digits and '_'"
-            )
+        if not is_token(token):
+            raise InvalidNameError(f"invalid topic name {name!r}: {token!r} {TOKEN_RULE}")
     return full
 
 

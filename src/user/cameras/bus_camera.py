@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from user.bus.base import BEST_EFFORT, Bus, Handle
 from user.cameras.camera import Camera
 from user.cameras.config import CameraConfig
 from user.cameras.errors import CameraOpenError, FrameFormatError
 from user.cameras.frame import Grab
+from user.cameras.latest import Clock, WallClock
 from user.cameras.ros_image import ImageMessageError, msg_to_rgb
 from user.interfaces.codec import Codec, DecodeError, default_codec
 
@@ -32,8 +32,8 @@ class BusCamera(Camera):
         config: CameraConfig,
         bus: Bus,
         codec: Codec | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], int] = time.time_ns,
+        clock: Clock = time.monotonic,
+        wall_clock: WallClock = time.time_ns,
     ) -> None:
         super().__init__(config, clock, wall_clock)
         self.bus = bus

@@ -12,13 +12,12 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from types import TracebackType
 
 from user.cameras.config import CameraConfig
 from user.cameras.errors import CameraError, CameraNotOpenError, CameraOpenError, EndOfStreamError
 from user.cameras.frame import RGB, Frame, Grab
-from user.cameras.latest import CameraHealth, LatestFrame
+from user.cameras.latest import CameraHealth, Clock, LatestFrame, WallClock
 from user.cameras.processing import encode_frame, prepare
 from user.interfaces.domain import EncodedImage
 
@@ -41,10 +40,7 @@ class Camera(ABC):
     paced = False  # True: grab at most `rate_hz` times a second (sources that return at once, like files)
 
     def __init__(
-        self,
-        config: CameraConfig,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], int] = time.time_ns,
+        self, config: CameraConfig, clock: Clock = time.monotonic, wall_clock: WallClock = time.time_ns
     ) -> None:
         self.config = config
         self._frames = LatestFrame(config.name, config.period_s, config.dead_after_periods, clock, wall_clock)

@@ -20,6 +20,8 @@ from user.cameras.frame import RGB, Frame
 _log = logging.getLogger(__name__)
 LOG_INTERVAL_S = 5.0  # repeated capture errors and drops are logged at most this often per camera
 _RATE_SMOOTHING = 0.1  # weight of the newest interval in the measured frame rate
+Clock = Callable[[], float]  # monotonic seconds: frame ages and the dead check
+WallClock = Callable[[], int]  # nanoseconds since the epoch: frame arrival times
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,8 @@ class LatestFrame:
         camera: str,
         period_s: float,
         dead_after_periods: int = 10,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], int] = time.time_ns,
+        clock: Clock = time.monotonic,
+        wall_clock: WallClock = time.time_ns,
     ) -> None:
         if not period_s > 0.0:
             raise ValueError(f"camera {camera!r}: frame period must be positive, got {period_s!r}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from user.cameras.camera import Camera
 from user.cameras.config import CameraConfig
 from user.cameras.errors import CameraError, CameraOpenError, EndOfStreamError
 from user.cameras.frame import Grab
+from user.cameras.latest import Clock, WallClock
 
 
 class OpenCVCamera(Camera):
@@ -26,10 +26,7 @@ class OpenCVCamera(Camera):
     """
 
     def __init__(
-        self,
-        config: CameraConfig,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], int] = time.time_ns,
+        self, config: CameraConfig, clock: Clock = time.monotonic, wall_clock: WallClock = time.time_ns
     ) -> None:
         super().__init__(config, clock, wall_clock)
         device = config.device.strip()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from user.cameras.camera import Camera
 from user.cameras.config import CameraConfig
 from user.cameras.errors import CameraOpenError, CameraUnavailableError
 from user.cameras.frame import Grab
+from user.cameras.latest import Clock, WallClock
 
 _log = logging.getLogger(__name__)
 PIP_PACKAGE = "pyrealsense2"
@@ -41,10 +41,7 @@ class RealSenseCamera(Camera):
     """Colour frames (rgb8) of the RealSense with serial `config.serial` (or the first one found)."""
 
     def __init__(
-        self,
-        config: CameraConfig,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], int] = time.time_ns,
+        self, config: CameraConfig, clock: Clock = time.monotonic, wall_clock: WallClock = time.time_ns
     ) -> None:
         super().__init__(config, clock, wall_clock)
         self._rs = import_pyrealsense2(config.name)

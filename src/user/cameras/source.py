@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from user.cameras.camera import Camera
 from user.cameras.config import CameraConfig
 from user.cameras.frame import FrameSource, Grab, OpenableSource
+from user.cameras.latest import Clock, WallClock
 
 
 class SourceCamera(Camera):
@@ -24,8 +24,8 @@ class SourceCamera(Camera):
         source: FrameSource,
         *,
         pace: bool = True,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], int] = time.time_ns,
+        clock: Clock = time.monotonic,
+        wall_clock: WallClock = time.time_ns,
     ) -> None:
         super().__init__(config, clock, wall_clock)
         self.source = source

@@ -5,12 +5,12 @@ The core works with the frozen `ResourceDescriptor`; messages appear only in `to
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 import numpy as np
 
+from user.bus.names import TOKEN_RULE, is_token
 from user.hardware.errors import InvalidDescriptorError
 from user.interfaces.codec import Codec
 from user.interfaces.stamps import header, now_ns
@@ -22,19 +22,18 @@ KEY_VALUE_TYPE = "diagnostic_msgs/msg/KeyValue"
 ResourceKind = Literal["robot", "camera", "accelerator"]
 RESOURCE_KINDS: tuple[str, ...] = get_args(ResourceKind)
 
-# Resource ids become one ROS name token in `/hardware/<id>/descriptor`, so they follow its rules.
-_RESOURCE_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UINT16_MAX = 2**16 - 1
 _UINT32_MAX = 2**32 - 1
 _UINT64_MAX = 2**64 - 1
 
 
 def check_resource_id(resource_id: str) -> str:
-    """Return `resource_id` if it can name a resource, else raise `InvalidDescriptorError`."""
-    if not _RESOURCE_ID.match(resource_id):
+    """Return `resource_id` if it can name a resource, else raise `InvalidDescriptorError`.
+    A resource id becomes one ROS name token in `/hardware/<id>/descriptor`, so it follows that rule."""
+    if not is_token(resource_id):
         raise InvalidDescriptorError(
-            f"invalid resource id {resource_id!r}: it must start with a letter or '_' and contain only "
-            "letters, digits and '_' (it becomes part of the topic /hardware/<id>/descriptor)"
+            f"invalid resource id {resource_id!r}: it {TOKEN_RULE} (it becomes part of the topic "
+            "/hardware/<id>/descriptor)"
         )
     return resource_id
 

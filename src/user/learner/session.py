@@ -185,11 +185,30 @@ class LearningSession:
             self._steps_since_train += 1
             if episode is None:
                 return None
-            self._count_episode(0, transition.success)
-            steps, self._steps_since_train = self._steps_since_train, 0
-        if self.config.pacing.mode == "sync":
-            self._sync_work.put(steps)
+            steps = self._episode_stored(transition.success)
+        self._queue_training(steps)
         return episode
+
+    def end_episode(self, robot_id: str, episode_id: int, steps: int) -> int | None:
+        """A robot's END event: an episode it ended without a done step (an operator reset) is stored, its last
+        step truncated, once all `steps` are here; returns the buffer's episode number when this call stored it."""
+        with self._lock:
+            episode = self.buffer.end_episode(robot_id, episode_id, steps)
+            if episode is None:
+                return None
+            trained_steps = self._episode_stored(False)  # no done step: the scorer judged no success
+        self._queue_training(trained_steps)
+        return episode
+
+    def _episode_stored(self, success: bool) -> int:
+        """Count a streamed episode that was just stored; the env steps since the last training phase."""
+        self._count_episode(0, success)
+        steps, self._steps_since_train = self._steps_since_train, 0
+        return steps
+
+    def _queue_training(self, steps: int) -> None:
+        if self.config.pacing.mode == "sync":  # a training phase per stored episode
+            self._sync_work.put(steps)
 
     def add_episode(self, steps: list[Transition], payloads: Sequence[bytes | None] | None = None) -> bool:
         """Store a whole re-sent episode unless it is stored already; False when it was. `payloads`: the

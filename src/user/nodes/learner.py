@@ -8,6 +8,8 @@ Topics and services (names configurable):
   receipt; each stored episode is acknowledged on `/<robot>/episode_acks`. A transition's CDR bytes go
   into the buffer as they arrived (no decode/encode round trip) when they are exactly what encoding it
   would give (`is_canonical_transition`), else the buffer encodes the decoded transition;
+- `/<robot>/episode_events` (user/msg/EpisodeEvent): the END of an episode that had no done step (an
+  operator reset) stores it with its last step truncated;
 - `weights_topic` (user/msg/WeightChunk, latched): the policy's actor weights, versioned and chunked
   (`user.sync`), every `pacing.publish_every` update calls (async) or after each training phase (sync);
 - `stats_topic` (user/msg/TrainingStats): progress every `stats_period_s`;
@@ -38,6 +40,7 @@ from user.buffer.config import BufferConfig
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Transition, is_canonical_transition, transition_from_msg
+from user.interfaces.episode_events import EpisodeKind
 from user.interfaces.stamps import header, now_ns
 from user.learner.config import LearningConfig, PacingConfig
 from user.learner.device import DEVICE_HELP
@@ -126,6 +129,7 @@ class LearnerNode(Node):
             topic = f"/{robot}/{p.transitions_suffix}"
             self.create_payload_subscription(topic, "user/msg/Transition", self._on_transition)
             self.create_payload_subscription(f"{topic}/replay", "user/msg/Transition", self._on_replay)
+            self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_episode_event)
         self.create_service(f"/{self.name}/checkpoint", "user/srv/Checkpoint", self._on_checkpoint)
         self.create_service(f"/{self.name}/buffer_stats", "user/srv/BufferStats", self._on_buffer_stats)
         self.create_timer(p.stats_period_s, self._publish_stats)
@@ -161,6 +165,21 @@ class LearnerNode(Node):
             return
         if episode is not None:
             self._acknowledge(transition.robot_id, transition.episode_id)
+
+    def _on_episode_event(self, msg: Any) -> None:
+        """An END without a done step (an operator reset) ends the robot's episode: stored, last step truncated."""
+        if int(msg.kind) != EpisodeKind.END or msg.robot_id not in self._acks:
+            return
+        try:
+            episode = self.session.end_episode(msg.robot_id, int(msg.episode_id), int(msg.steps))
+        except Exception as exc:
+            self.rejected += 1
+            self.log.error("episode %d of %s could not be ended: %s", msg.episode_id, msg.robot_id, exc)
+            return
+        if episode is not None:
+            self.log.info("episode %d of %s ended by a reset after %d steps: stored truncated",
+                          msg.episode_id, msg.robot_id, msg.steps)  # fmt: skip
+            self._acknowledge(msg.robot_id, int(msg.episode_id))
 
     def _on_replay(self, msg: Any, payload: bytes) -> None:
         """A robot re-sends an episode it has no receipt for: store it unless it is stored already."""

@@ -30,7 +30,7 @@ import numpy as np
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.hardware.announce import Announcer
-from user.hardware.descriptor import ResourceDescriptor
+from user.hardware.descriptor import ResourceDescriptor, from_robot
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent, EpisodeKind
 from user.interfaces.stamps import header
@@ -143,17 +143,11 @@ class RobotNode(Node):
         self._thread.start()
 
     def _descriptor(self) -> ResourceDescriptor:
-        d = self.robot.descriptor
-        return ResourceDescriptor(
-            resource_id=d.robot_id,
-            kind="robot",
-            model=d.model,
-            site=d.site,
-            dof=d.dof,
-            control_rate_hz=self.params.control_rate_hz,
-            cameras=self.bundle.cameras,
-            properties={"task": self.loop.observer.config.task, "node": self.name},
+        """The robot's own descriptor, at the node's control rate, with the cameras its observations carry."""
+        robot = dataclasses.replace(
+            self.robot.descriptor, control_rate_hz=self.params.control_rate_hz, cameras=self.bundle.cameras
         )
+        return from_robot(robot, task=self.loop.observer.config.task, node=self.name)
 
     # ---- bus callbacks: hand over, never block ---------------------------------------------------
 

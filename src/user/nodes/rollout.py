@@ -63,6 +63,9 @@ class RolloutParams:
     sync_timeout_s: float = setting(600.0, "sync: longest wait for the learner's next version, s", min=0.1)
     reset_timeout_s: float = setting(15.0, "sync: reset service deadline, s", min=0.1)
     torch_threads: int = setting(1, "torch CPU threads for inference", min=1)
+    report_period_s: float = setting(
+        60.0, "log observations answered, latency p50/p99 and mean batch size this often, s; 0 = never", min=0.0
+    )
 
     def __post_init__(self) -> None:
         if not self.robots:
@@ -101,6 +104,8 @@ class RolloutNode(Node):
                 self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
         # sync mode: one reset waits per robot at most; joined on destroy
         self._resets = ThreadPoolExecutor(max_workers=len(p.robots), thread_name_prefix="rollout-reset")
+        if p.report_period_s > 0:
+            self.create_timer(p.report_period_s, self._report)
         self._worker = threading.Thread(target=self._serve, name="rollout", daemon=True)
         self._worker.start()
 
@@ -219,6 +224,18 @@ class RolloutNode(Node):
         if key not in self._warned:
             self._warned.add(key)
             self.log.error("%s", message)
+
+    def _report(self) -> None:
+        """Timer: how the rollout is keeping up (what a robot waits for an action)."""
+        batches = list(self.batch_sizes)
+        self.log.info(
+            "answered %d observations (%d skipped); observation -> action p50 %.1f ms, p99 %.1f ms; mean batch %.2f",
+            self.answered,
+            self.skipped,
+            1e3 * self.latency_percentile(50),
+            1e3 * self.latency_percentile(99),
+            float(np.mean(batches)) if batches else float("nan"),
+        )
 
     def latency_percentile(self, q: float) -> float:
         """Receive-to-publish latency percentile `q` (0..100) over the recent window, seconds."""

@@ -80,14 +80,6 @@ class ArmRobot(Robot):
     # ---- Robot interface ----------------------------------------------------------------------------
 
     @property
-    def action_space(self) -> ActionSpace:
-        return self._action_space
-
-    @property
-    def connected(self) -> bool:
-        return self._connected
-
-    @property
     def safety(self) -> SafetyFilter:
         return self._filter
 

@@ -81,17 +81,22 @@ class StepResult:
 
 
 class Robot(ABC):
-    """A controllable robot. Drivers subclass it; the robot node drives it."""
+    """A controllable robot. Drivers subclass it; the robot node drives it.
+
+    A driver sets `descriptor` and `_action_space` when it is made and keeps `_connected` up to date in
+    `connect` and `close`."""
 
     descriptor: RobotDescriptor
+    _action_space: ActionSpace
+    _connected: bool = False
 
     @property
-    @abstractmethod
-    def action_space(self) -> ActionSpace: ...
+    def action_space(self) -> ActionSpace:
+        return self._action_space
 
     @property
-    @abstractmethod
-    def connected(self) -> bool: ...
+    def connected(self) -> bool:
+        return self._connected
 
     @abstractmethod
     def connect(self) -> None:

@@ -4,6 +4,8 @@ trained in simulation sees the same id on the real arm."""
 
 from __future__ import annotations
 
+from user.robots.base import RobotDescriptor
+
 GENERIC = 0  # no arm (gym environments) or an arm type not listed
 FRANKA = 1  # Franka Emika Panda / FR3, 7 joints
 ARX = 2  # ARX L5 / X5, 6 joints
@@ -18,3 +20,10 @@ def embodiment_of(arm: str) -> int:
         if name.startswith(family):
             return number
     return GENERIC
+
+
+def franka_descriptor(robot_id: str, model: str, control_rate_hz: float, site: str) -> RobotDescriptor:
+    """What a real Franka arm (7 joints) announces, whichever driver reaches it (libfranka or franka_ros2)."""
+    return RobotDescriptor(
+        robot_id=robot_id, model=model, dof=7, control_rate_hz=control_rate_hz, site=site, embodiment_id=FRANKA
+    )

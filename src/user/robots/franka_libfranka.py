@@ -37,7 +37,7 @@ import numpy.typing as npt
 from user.config import ConfigError, setting
 from user.robots import embodiments
 from user.robots.arm import ArmRobot
-from user.robots.base import ArmState, NotConnectedError, RobotDescriptor, RobotError
+from user.robots.base import ArmState, NotConnectedError, RobotError
 from user.robots.franka_errors import (
     FrankaConnectionError,
     FrankaControlError,
@@ -114,14 +114,7 @@ class FrankaLibfrankaRobot(ArmRobot):
 
     def __init__(self, config: FrankaLibfrankaConfig | None = None, clock_ns: Callable[[], int] = time.time_ns) -> None:
         cfg = config or FrankaLibfrankaConfig()
-        descriptor = RobotDescriptor(
-            robot_id=cfg.robot_id,
-            model=cfg.model,
-            dof=7,
-            control_rate_hz=cfg.control_rate_hz,
-            site=cfg.site,
-            embodiment_id=embodiments.FRANKA,
-        )
+        descriptor = embodiments.franka_descriptor(cfg.robot_id, cfg.model, cfg.control_rate_hz, cfg.site)
         super().__init__(descriptor, cfg.safety)
         self.config = cfg
         self._clock_ns = clock_ns

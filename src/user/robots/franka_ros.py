@@ -52,7 +52,7 @@ from user.config import ConfigError, setting
 from user.interfaces.stamps import from_time, header
 from user.robots import embodiments, rotations
 from user.robots.arm import ArmRobot
-from user.robots.base import ArmState, RobotDescriptor, RobotError
+from user.robots.base import ArmState, RobotError
 from user.robots.pacing import DeadlinePacer
 from user.robots.safety import SafetyConfig
 from user.runtime.node import Node, TypedPublisher
@@ -129,14 +129,7 @@ class FrankaRosRobot(ArmRobot):
         self, node: Node, config: FrankaRosConfig | None = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
         cfg = config or FrankaRosConfig()
-        descriptor = RobotDescriptor(
-            robot_id=cfg.robot_id,
-            model=cfg.model,
-            dof=7,
-            control_rate_hz=cfg.control_rate_hz,
-            site=cfg.site,
-            embodiment_id=embodiments.FRANKA,
-        )
+        descriptor = embodiments.franka_descriptor(cfg.robot_id, cfg.model, cfg.control_rate_hz, cfg.site)
         super().__init__(descriptor, cfg.safety)
         self.config = cfg
         self.node = node

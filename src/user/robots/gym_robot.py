@@ -85,14 +85,6 @@ class GymRobot(Robot):
         self._log = logging.getLogger(f"{__name__}.{self.descriptor.robot_id}")
 
     @property
-    def action_space(self) -> ActionSpace:
-        return self._action_space
-
-    @property
-    def connected(self) -> bool:
-        return self._connected
-
-    @property
     def env(self) -> Any:
         """The wrapped gymnasium env (None after `close()` until the next `connect()`)."""
         return self._env

@@ -25,6 +25,7 @@ from user.robots.base import RobotError
 
 ACTION_NAMES: tuple[str, ...] = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
 ACTION_DIM = len(ACTION_NAMES)
+Vec = npt.NDArray[np.float64]
 _AXES = ("x", "y", "z")
 _ROTATION_TOLERANCE = 1e-9
 
@@ -96,7 +97,7 @@ def _check_range(name: str, value: float, lo: float, hi: float) -> None:
 class SafeCommand:
     """What the safety layer allows the driver to command for one control period."""
 
-    target_pose: npt.NDArray[np.float64]  # (7,) xyz (m) + unit xyzw quaternion, base frame
+    target_pose: Vec  # (7,) xyz (m) + unit xyzw quaternion, base frame
     gripper: float  # target opening, 0 closed .. 1 open
     applied: npt.NDArray[np.float32]  # (7,) normalised action this command amounts to; zeros when held
     held: bool = False  # True when the action was rejected and the previous target is kept
@@ -119,7 +120,7 @@ def check_action(action: object, shape: tuple[int, ...], names: tuple[str, ...] 
     return None
 
 
-def clip_unit(action: npt.NDArray[np.float64], names: tuple[str, ...]) -> tuple[npt.NDArray[np.float64], list[str]]:
+def clip_unit(action: Vec, names: tuple[str, ...]) -> tuple[Vec, list[str]]:
     """`action` clipped to [-1, 1] per component, with one reason per changed component."""
     clipped = np.clip(action, -1.0, 1.0)
     reasons = [
@@ -144,18 +145,16 @@ class SafetyFilter:
     def config(self) -> SafetyConfig:
         return self._config
 
-    def in_workspace(self, pose: npt.NDArray[np.float64]) -> bool:
+    def in_workspace(self, pose: Vec) -> bool:
         """Whether the position of `pose` lies inside the workspace box."""
         return bool(np.all(pose[:3] >= self._lo) and np.all(pose[:3] <= self._hi))
 
-    def hold(self, current_target_pose: npt.NDArray[np.float64], current_gripper: float, reason: str) -> SafeCommand:
+    def hold(self, current_target_pose: Vec, current_gripper: float, reason: str) -> SafeCommand:
         """A command that keeps the current target and gripper."""
         pose = self._checked_pose(current_target_pose)
         return SafeCommand(pose, float(current_gripper), np.zeros(ACTION_DIM, np.float32), held=True, reasons=(reason,))
 
-    def filter(
-        self, current_target_pose: npt.NDArray[np.float64], action: object, current_gripper: float
-    ) -> SafeCommand:
+    def filter(self, current_target_pose: Vec, action: object, current_gripper: float) -> SafeCommand:
         """The safe command for `action` applied to the current target; holds on bad data."""
         pose = self._checked_pose(current_target_pose)
         problem = check_action(action, (ACTION_DIM,), ACTION_NAMES)
@@ -174,7 +173,7 @@ class SafetyFilter:
             reasons=tuple(reasons),
         )
 
-    def _checked_pose(self, pose: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    def _checked_pose(self, pose: Vec) -> Vec:
         arr = np.asarray(pose, dtype=np.float64)
         if arr.shape != (7,) or not np.all(np.isfinite(arr)):
             raise SafetyError(f"current target pose {arr.tolist()} is not 7 finite numbers (xyz + xyzw quaternion)")
@@ -184,13 +183,7 @@ class SafetyFilter:
             raise SafetyError(f"current target pose has an invalid orientation: {exc}") from None
         return np.concatenate([arr[:3], quat])
 
-    def _next_position(
-        self,
-        position: npt.NDArray[np.float64],
-        unit: npt.NDArray[np.float64],
-        applied: npt.NDArray[np.float64],
-        reasons: list[str],
-    ) -> npt.NDArray[np.float64]:
+    def _next_position(self, position: Vec, unit: Vec, applied: Vec, reasons: list[str]) -> Vec:
         step = self._config.max_translation_per_step_m
         wanted = position + unit * step
         # Widen the box to include where the target already is: never push out, never pull in unasked.
@@ -205,13 +198,7 @@ class SafetyFilter:
             applied[i] = (allowed[i] - position[i]) / step
         return allowed
 
-    def _next_orientation(
-        self,
-        quat: npt.NDArray[np.float64],
-        unit: npt.NDArray[np.float64],
-        applied: npt.NDArray[np.float64],
-        reasons: list[str],
-    ) -> npt.NDArray[np.float64]:
+    def _next_orientation(self, quat: Vec, unit: Vec, applied: Vec, reasons: list[str]) -> Vec:
         step = self._config.max_rotation_per_step_rad
         wanted = rotations.apply_rotvec(quat, unit * step)
         limit = self._config.max_orientation_deviation_rad
@@ -235,7 +222,7 @@ class SafetyFilter:
         )
         return limited
 
-    def _next_gripper(self, unit: float, applied: npt.NDArray[np.float64], reasons: list[str]) -> float:
+    def _next_gripper(self, unit: float, applied: Vec, reasons: list[str]) -> float:
         wanted = (float(unit) + 1.0) / 2.0
         lo, hi = self._config.gripper_min, self._config.gripper_max
         allowed = min(max(wanted, lo), hi)

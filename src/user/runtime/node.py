@@ -60,17 +60,8 @@ class Node:
     def create_subscription(
         self, topic: str, typename: str, callback: Callable[[Any], None], qos: QoS = RELIABLE
     ) -> Handle:
-        name = self.codec.resolve(typename)
-
-        def on_bytes(payload: bytes) -> None:
-            try:
-                msg = self.codec.decode(payload, name)
-            except DecodeError as exc:
-                self._malformed(topic, name, payload, exc)
-                return
-            callback(msg)
-
-        return self.bus.create_subscription(topic, name, on_bytes, qos)
+        """Decoded messages of `topic` to `callback`; a malformed message is dropped, counted and logged."""
+        return self.create_payload_subscription(topic, typename, lambda msg, _payload: callback(msg), qos)
 
     def create_payload_subscription(
         self, topic: str, typename: str, callback: Callable[[Any, bytes], None], qos: QoS = RELIABLE
@@ -83,17 +74,14 @@ class Node:
             try:
                 msg = self.codec.decode(payload, name)
             except DecodeError as exc:
-                self._malformed(topic, name, payload, exc)
+                self.malformed_messages += 1
+                self.log.error(
+                    "dropped a malformed message on %s (%s, %d bytes): %s", topic, name, len(payload), exc.reason
+                )
                 return
             callback(msg, payload)
 
         return self.bus.create_subscription(topic, name, on_bytes, qos)
-
-    def _malformed(self, topic: str, typename: str, payload: bytes, exc: DecodeError) -> None:
-        self.malformed_messages += 1
-        self.log.error(
-            "dropped a malformed message on %s (%s, %d bytes): %s", topic, typename, len(payload), exc.reason
-        )
 
     def create_timer(self, period_s: float, callback: Callable[[], None]) -> Handle:
         return self.bus.create_timer(period_s, callback)

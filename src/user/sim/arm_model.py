@@ -43,3 +43,26 @@ class ArmModel:
     @property
     def dof(self) -> int:
         return len(self.joints)
+
+
+def add_torque_motors(
+    spec: mujoco.MjSpec, joints: tuple[str, ...], motors: tuple[str, ...], torque_limits: tuple[float, ...]
+) -> None:
+    """One torque motor per arm joint, its ctrl clamped to the joint's torque limit (see the module contract)."""
+    for joint, motor, limit in zip(joints, motors, torque_limits, strict=True):
+        act = spec.add_actuator(name=motor, target=joint, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        act.set_to_motor()
+        act.ctrllimited = True
+        act.ctrlrange = [-limit, limit]
+
+
+def add_gripper_servo(
+    spec: mujoco.MjSpec, name: str, tendon: str, *, kp: float, kv: float, travel: float, force: float
+) -> None:
+    """The gripper's position servo on its finger tendon: ctrl 0 (closed) .. `travel`, force within +-`force`."""
+    grip = spec.add_actuator(name=name, target=tendon, trntype=mujoco.mjtTrn.mjTRN_TENDON)
+    grip.set_to_position(kp=kp, kv=kv)
+    grip.ctrllimited = True
+    grip.ctrlrange = [0.0, travel]
+    grip.forcelimited = True
+    grip.forcerange = [-force, force]

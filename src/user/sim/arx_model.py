@@ -30,7 +30,7 @@ import mujoco
 import numpy as np
 import numpy.typing as npt
 
-from user.sim.arm_model import ArmModel
+from user.sim.arm_model import ArmModel, add_gripper_servo, add_torque_motors
 from user.sim.errors import SimAssetError
 
 Vec = npt.NDArray[np.float64]
@@ -270,17 +270,10 @@ def _add_gripper(spec: mujoco.MjSpec, link6: mujoco.MjsBody) -> None:
 
 
 def _add_actuators(spec: mujoco.MjSpec) -> None:
-    for joint, motor, limit in zip(JOINTS, MOTORS, TORQUE_LIMITS, strict=True):
-        act = spec.add_actuator(name=motor, target=joint, trntype=mujoco.mjtTrn.mjTRN_JOINT)
-        act.set_to_motor()
-        act.ctrllimited = True
-        act.ctrlrange = [-limit, limit]
-    grip = spec.add_actuator(name="arx_gripper", target="arx_split", trntype=mujoco.mjtTrn.mjTRN_TENDON)
-    grip.set_to_position(kp=GRIPPER_KP, kv=GRIPPER_KV)
-    grip.ctrllimited = True
-    grip.ctrlrange = [0.0, FINGER_TRAVEL]
-    grip.forcelimited = True
-    grip.forcerange = [-GRIPPER_FORCE, GRIPPER_FORCE]
+    add_torque_motors(spec, JOINTS, MOTORS, TORQUE_LIMITS)
+    add_gripper_servo(
+        spec, "arx_gripper", "arx_split", kp=GRIPPER_KP, kv=GRIPPER_KV, travel=FINGER_TRAVEL, force=GRIPPER_FORCE
+    )
 
 
 def _wrist_camera_quat() -> tuple[float, float, float, float]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import mujoco
 
-from user.sim.arm_model import ArmModel
+from user.sim.arm_model import ArmModel, add_gripper_servo, add_torque_motors
 from user.sim.errors import SimAssetError
 
 JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
@@ -91,17 +91,8 @@ def _use_collision_meshes_as_visuals(spec: mujoco.MjSpec) -> None:
 def _replace_actuators(spec: mujoco.MjSpec) -> None:
     for act in list(spec.actuators):
         spec.delete(act)
-    for joint, motor, limit in zip(JOINTS, MOTORS, TORQUE_LIMITS, strict=True):
-        act = spec.add_actuator(name=motor, target=joint, trntype=mujoco.mjtTrn.mjTRN_JOINT)
-        act.set_to_motor()
-        act.ctrllimited = True
-        act.ctrlrange = [-limit, limit]
-    grip = spec.add_actuator(name="gripper", target="split", trntype=mujoco.mjtTrn.mjTRN_TENDON)
-    grip.set_to_position(kp=GRIPPER_KP, kv=GRIPPER_KV)
-    grip.ctrllimited = True
-    grip.ctrlrange = [0.0, FINGER_TRAVEL]
-    grip.forcelimited = True
-    grip.forcerange = [-GRIPPER_FORCE, GRIPPER_FORCE]
+    add_torque_motors(spec, JOINTS, MOTORS, TORQUE_LIMITS)
+    add_gripper_servo(spec, "gripper", "split", kp=GRIPPER_KP, kv=GRIPPER_KV, travel=FINGER_TRAVEL, force=GRIPPER_FORCE)
 
 
 def fr3_model(visual: str = "lowpoly") -> ArmModel:
