@@ -48,19 +48,15 @@ Run: MUJOCO_GL=egl python3 bench/pipeline.py [--quick] [--minutes N] [--memory-m
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
-import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +66,7 @@ import numpy as np
 import torch
 import yaml
 
+from bringup import Bringup, NodeSamples, free_port, wait_for
 from user.bus.router import router_reachable
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings
@@ -85,10 +82,7 @@ SUCCESS_RATE = 0.8
 SUCCESS_WINDOW = 20  # rolling success over this many latest online episodes
 FLAT_MIB = 2.0  # RSS flat: second-half slope <= max(FLAT_MIB, FLAT_FRACTION x RSS) per 10 min
 FLAT_FRACTION = 0.01
-STOP_TIMEOUT_S = 90.0
 SERVICE_TIMEOUT_S = 60.0
-PID_RE = re.compile(r"started (\S+) \(pid (\d+)\)")
-TICK_S = os.sysconf("SC_CLK_TCK")
 
 
 # ------------------------------------------------------------------------------------------------ deployment
@@ -127,14 +121,6 @@ def deployment(config: Path, mode: str, endpoint: str, demos: int | None) -> tup
         "learning": learner["params"].get("learning", {}),
     }
     return dep, summary
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ------------------------------------------------------------------------------------------------ the probe
@@ -202,100 +188,6 @@ class Probe(Node):
 # ------------------------------------------------------------------------------------------------ processes
 
 
-@dataclass
-class NodeSamples:
-    pids: list[int] = field(default_factory=list)
-    rss: list[tuple[float, float]] = field(default_factory=list)  # (wall time, MiB)
-    cpu: list[tuple[float, float]] = field(default_factory=list)  # (wall time, CPU seconds of the current pid)
-
-
-def read_rss_mib(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        return None
-    return None
-
-
-def read_cpu_s(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICK_S  # utime, stime
-
-
-class Bringup:
-    """`user bringup` of one deployment; parses the children's pids from its output; samples their memory."""
-
-    def __init__(self, config: Path, run_dir: Path, out: Path) -> None:
-        self.out = out
-        self._file = open(out, "ab")  # noqa: SIM115 - closed in stop()
-        self.started = time.time()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "user", "bringup", str(config), "--run-dir", str(run_dir)],
-            stdout=self._file,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-        )
-        self.nodes: dict[str, NodeSamples] = {}
-        self.load: list[tuple[float, float]] = []  # (wall time, 1-minute load average of the machine)
-        self._sampling = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def pids(self) -> dict[str, int]:
-        """Newest pid of every child (a respawned node gets a new one)."""
-        found: dict[str, int] = {}
-        with contextlib.suppress(OSError):
-            for name, pid in PID_RE.findall(self.out.read_text(errors="replace")):
-                found[name] = int(pid)
-        return found
-
-    def sample(self) -> None:
-        now = time.time()
-        self.load.append((now, os.getloadavg()[0]))
-        for name, pid in self.pids().items():
-            node = self.nodes.setdefault(name, NodeSamples())
-            if not node.pids or node.pids[-1] != pid:
-                node.pids.append(pid)
-            rss, cpu = read_rss_mib(pid), read_cpu_s(pid)
-            if rss is not None:
-                node.rss.append((now, rss))
-            if cpu is not None:
-                node.cpu.append((now, cpu))
-
-    def start_sampling(self, every_s: float) -> None:
-        def loop() -> None:
-            while not self._stop.wait(every_s):
-                self.sample()
-
-        self.sample()
-        self._thread = threading.Thread(target=loop, name="rss-sampler", daemon=True)
-        self._thread.start()
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> int | None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10.0)
-        self._file.close()
-        return self.proc.returncode
-
-
 # ------------------------------------------------------------------------------------------------ one run
 
 
@@ -315,16 +207,6 @@ class RunResult:
     load: list[tuple[float, float]]
     run_end: float
     exit_code: int | None
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float, alive: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if not alive():
-            raise RuntimeError(f"user bringup exited while waiting for {what}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def run_mode(mode: str, args: argparse.Namespace, workdir: Path) -> RunResult:

@@ -1,21 +1,30 @@
 """ros2 launch user bringup.launch.py [config:=FILE] [run_dir:=DIR] [resume:=true]: a deployment on rclpy.
 
 It reads the same deployment YAML as `user bringup`, through the same code (`user.deploy`), so both
-launchers start the same nodes with the same settings. Each node's settings become typed ROS parameters;
-its respawn limit (`max_respawns`) is kept here with launch's own events (Humble's launch has no
-`respawn_max_retries`), and its shutdown allowance (`shutdown_timeout_s`) is launch's `sigterm_timeout`.
-Only launch and launch_ros names that exist on Humble are used.
+launchers start the same nodes with the same settings and the same supervision rules (`user.deploy.respawn`):
+each node's settings become typed ROS parameters; on each exit the node's one-line reason (its status file) is
+logged with what follows; a configuration error (exit code 2) is never respawned; `max_respawns` is kept here
+with launch's own events (Humble's launch has no `respawn_max_retries`) and resets after `respawn_reset_s` of
+running; a node that does not report running within `start_timeout_s` is shut down (launch's ShutdownProcess:
+SIGINT, then SIGTERM, then SIGKILL); a required node gone for good ends the launch with exit code 1 (an
+exception from the exit handler: Humble's launch logs it in one line, shuts the other nodes down and returns 1).
+The shutdown allowance (`shutdown_timeout_s`) is launch's `sigterm_timeout`; on Ctrl-C launch signals all nodes
+at once. Only launch and launch_ros names that exist on Humble are used.
 """
 
 import os
+import time
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription, logging
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, TimerAction
+from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, TimerAction
+from launch.events import matches_action
+from launch.events.process import ShutdownProcess
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from user.deploy.ros_launch import RosNodeLaunch, prepare
+from user.deploy.respawn import NodeLife, Outcome
+from user.deploy.ros_launch import NodeGoneError, RosNodeLaunch, prepare
 
 _log = logging.get_logger("user.launch")
 
@@ -24,30 +33,60 @@ def _config_dir():
     return os.path.join(get_package_share_directory("user"), "config")
 
 
-def _node(spec: RosNodeLaunch, respawns: int = 0) -> Node:
-    launch = spec.launch
-
+def _on_exit(spec: RosNodeLaunch, life: NodeLife, this_start: dict):
     def on_exit(event, context):
-        if context.is_shutdown or not launch.may_respawn(respawns):
-            if not context.is_shutdown and event.returncode != 0:
-                _log.error(f"{launch.name} exited with code {event.returncode}; not respawned")
+        this_start["exited"] = True
+        if context.is_shutdown:
             return None
-        delay = launch.respawn_delay_s
-        _log.warning(f"{launch.name} exited with code {event.returncode}; respawning in {delay:.1f} s")
-        return [TimerAction(period=delay, actions=[_node(spec, respawns + 1)])]
+        verdict = life.exited(event.returncode, spec.exit_reason(), time.monotonic())
+        if verdict.outcome is Outcome.RESPAWN:
+            _log.warning(verdict.line)
+            return [TimerAction(period=verdict.delay_s, actions=_start(spec, life))]
+        if verdict.outcome is Outcome.FINISHED:
+            _log.info(verdict.line)
+            return None
+        if verdict.stops_deployment:
+            raise NodeGoneError(verdict.line)
+        _log.error(verdict.line)
+        return None
 
-    return Node(
+    return on_exit
+
+
+def _start(spec: RosNodeLaunch, life: NodeLife) -> list:
+    """The actions of one start of the node: note the time, start it, check its start deadline."""
+    launch = spec.launch
+    this_start = {"exited": False}
+    node = Node(
         package="user",
         executable="user_node",
         name=launch.name,
         arguments=[launch.kind],
         parameters=[spec.parameters],
-        additional_env=launch.env,
+        additional_env=spec.env,
         output="screen",
         sigterm_timeout=spec.sigterm_timeout,
         sigkill_timeout=spec.sigkill_timeout,
-        on_exit=on_exit,
+        on_exit=_on_exit(spec, life, this_start),
     )
+
+    def started(context):
+        life.started(time.monotonic())
+
+    def check_started(context):
+        if this_start["exited"] or context.is_shutdown:
+            return None
+        line = spec.late_start(life, time.monotonic())
+        if line is None:
+            return None
+        _log.error(line)
+        return [EmitEvent(event=ShutdownProcess(process_matcher=matches_action(node)))]
+
+    return [
+        OpaqueFunction(function=started),
+        node,
+        TimerAction(period=spec.start_check_s, actions=[OpaqueFunction(function=check_started)]),
+    ]
 
 
 def _nodes(context, *args, **kwargs):
@@ -57,7 +96,7 @@ def _nodes(context, *args, **kwargs):
         LaunchConfiguration("resume").perform(context).lower() == "true",
         search_dirs=[_config_dir()],
     )
-    return [_node(spec) for spec in specs]
+    return [action for spec in specs for action in _start(spec, NodeLife(spec.launch))]
 
 
 def generate_launch_description():

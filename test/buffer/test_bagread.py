@@ -2,6 +2,7 @@
 reads up to the cut, and a bag of standard topics imports into whole episodes through a YAML mapping."""
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -77,9 +78,14 @@ def test_not_a_bag(tmp_path: Path) -> None:
         BagReader(tmp_path)
 
 
-def record_bag(path: Path, storage: StoragePlugin, steps: tuple[int, ...] = (5, 3)) -> None:
+Tamper = Callable[[str, int, bytes], bytes]  # (topic, index of the message on it, CDR bytes) -> bytes written
+
+
+def record_bag(
+    path: Path, storage: StoragePlugin, steps: tuple[int, ...] = (5, 3), tamper: Tamper | None = None
+) -> None:
     """What `ros2 bag record` of a teleoperated arm leaves: joint states, a command topic, a compressed and a
-    raw camera, a reward; two episodes separated by a pause."""
+    raw camera, a reward; two episodes separated by a pause. `tamper` may change any message's bytes."""
     store = CODEC.typestore
     cls = CODEC.msg_class
     with Writer(path, version=8, storage_plugin=storage) as bag:
@@ -91,6 +97,12 @@ def record_bag(path: Path, storage: StoragePlugin, steps: tuple[int, ...] = (5, 
             "/reward": "std_msgs/msg/Float32",
         }
         conns = {t: bag.add_connection(t, typ, typestore=store) for t, typ in topics.items()}
+        written: dict[str, int] = {}
+
+        def write(topic: str, stamp: int, data: bytes) -> None:
+            index = written[topic] = written.get(topic, -1) + 1
+            bag.write(conns[topic], stamp, tamper(topic, index, data) if tamper else data)
+
         now = T0
         for n, count in enumerate(steps):
             for step in range(count):
@@ -110,12 +122,12 @@ def record_bag(path: Path, storage: StoragePlugin, steps: tuple[int, ...] = (5, 
                     ),
                 }  # fmt: skip
                 for offset, (topic, msg) in enumerate(msgs.items()):
-                    bag.write(conns[topic], now + offset, CODEC.encode(msg))
+                    write(topic, now + offset, CODEC.encode(msg))
                 layout = cls("std_msgs/msg/MultiArrayLayout")(dim=[], data_offset=0)
                 cmd = cls("std_msgs/msg/Float64MultiArray")(layout=layout, data=np.array([step, -step], dtype=float))
-                bag.write(conns["/cmd"], now + 10, CODEC.encode(cmd))
+                write("/cmd", now + 10, CODEC.encode(cmd))
                 reward = cls("std_msgs/msg/Float32")(data=1.0 if step == count - 1 else 0.0)
-                bag.write(conns["/reward"], now + 20, CODEC.encode(reward))
+                write("/reward", now + 20, CODEC.encode(reward))
                 now += STEP_NS
             now += 5_000_000_000  # operator resets the scene
 
@@ -169,3 +181,29 @@ def test_fixture_bags_are_untouched_by_reading(tmp_path: Path) -> None:
     before = {p.name: p.read_bytes() for p in copy.iterdir()}
     list(BagReader(copy).messages())
     assert {p.name: p.read_bytes() for p in copy.iterdir() if p.name in before} == before
+
+
+def test_definitions_the_real_bags_carry() -> None:
+    mcap = BagReader(FIXTURES / "jazzy_mcap_talker").definitions()
+    assert sorted(mcap) == ["rcl_interfaces/msg/Log", "rcl_interfaces/msg/ParameterEvent", "std_msgs/msg/String"]
+    assert mcap["std_msgs/msg/String"][0] == "ros2msg" and "string data" in mcap["std_msgs/msg/String"][1]
+    assert BagReader(FIXTURES / "humble_sqlite3_talker").definitions() == {}  # Humble's sqlite3 has no such table
+    reader = BagReader(FIXTURES / "jazzy_mcap_talker")
+    codec = reader.codec(CODEC, {"/topic"})
+    assert [reader.decode(m, codec).data for m in reader.messages({"/topic"})][:2] == [
+        "Hello, world! 0",
+        "Hello, world! 1",
+    ]
+    assert BagReader(FIXTURES / "humble_sqlite3_talker").codec(CODEC) is CODEC
+
+
+def test_a_bag_is_known_by_its_messages(tmp_path: Path) -> None:
+    record_bag(tmp_path / "db3", StoragePlugin.SQLITE3, steps=(2,))
+    record_bag(tmp_path / "mcap", StoragePlugin.MCAP, steps=(2,))
+
+    def flip(topic: str, index: int, data: bytes) -> bytes:
+        return data[:-1] + bytes([data[-1] ^ 1]) if (topic, index) == ("/cmd", 1) else data
+
+    record_bag(tmp_path / "flipped", StoragePlugin.MCAP, steps=(2,), tamper=flip)
+    digests = {name: BagReader(tmp_path / name).digest() for name in ("db3", "mcap", "flipped")}
+    assert digests["db3"] == digests["mcap"] != digests["flipped"]  # same recording in either storage; one byte off

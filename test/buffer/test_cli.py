@@ -1,6 +1,7 @@
 """`user buffer info | verify | import-bag | export`, run through the real command-line entry point."""
 
 import json
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from rosbags.rosbag2 import StoragePlugin
 from test.buffer.factories import episode
 from test.buffer.test_bagread import MAPPING, record_bag
 from user.buffer import BufferConfig, ReplayBuffer, StorageConfig
+from user.buffer.index import IndexDamagedError
 from user.cli.main import main
 
 
@@ -58,19 +60,20 @@ def test_verify_missing_buffer_is_an_error(tmp_path: Path, caplog: pytest.LogCap
 
 def test_import_bag_as_demos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     record_bag(tmp_path / "bag", StoragePlugin.MCAP)
+    record_bag(tmp_path / "later", StoragePlugin.SQLITE3, steps=(2,))
     mapping = tmp_path / "mapping.yaml"
     mapping.write_text(yaml.safe_dump(MAPPING))
-    args = ["buffer", "import-bag", str(tmp_path / "bag"), "--into", str(tmp_path / "buf"), "--mapping", str(mapping)]
-    assert main([*args, "--as-demos"]) == 0
+    args = ["--into", str(tmp_path / "buf"), "--mapping", str(mapping)]
+    assert main(["buffer", "import-bag", str(tmp_path / "bag"), *args, "--as-demos"]) == 0
     assert "imported 2 demonstration episodes (8 transitions)" in capsys.readouterr().out
-    assert main(args) == 0  # again, as online data: episode ids continue
-    capsys.readouterr()
+    assert main(["buffer", "import-bag", str(tmp_path / "later"), *args]) == 0  # another bag: episode ids continue
+    assert "imported 1 online episodes (2 transitions)" in capsys.readouterr().out
     with ReplayBuffer.open(tmp_path / "buf", read_only=True) as buf:
-        assert buf.info().demo_transitions == 8 and len(buf) == 16
-        assert [e.episode_id for e in buf.storage.index.episodes()] == [0, 1, 2, 3]
+        assert buf.info().demo_transitions == 8 and len(buf) == 10
+        assert [e.episode_id for e in buf.storage.index.episodes()] == [0, 1, 2]
         assert buf.verify().ok
     mapping.write_text(yaml.safe_dump({**MAPPING, "rewards": {}}))
-    assert main([*args]) == 2  # unknown key: an error naming it, nothing imported
+    assert main(["buffer", "import-bag", str(tmp_path / "bag"), *args]) == 2  # unknown key: named, nothing imported
 
 
 def test_export_plain_dataset(buffer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,3 +95,53 @@ def test_verify_reports_a_segment_the_index_does_not_know(buffer_dir: Path, caps
     (buffer_dir / "segments" / "seg_000099").mkdir()
     assert main(["buffer", "verify", str(buffer_dir), "--no-decode"]) == 1
     assert "segments/seg_000099 is not in the index" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("verb", ["info", "verify", "export"])
+def test_a_partly_overwritten_index_is_one_line_naming_the_file_and_reindex(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, verb: str
+) -> None:
+    """Issue 13, finding 12b: a partly overwritten index gave a traceback (sqlite3.DatabaseError); now every verb
+    prints one line that names the file and how to rebuild it, and exits 2."""
+    path = tmp_path / "buf"
+    with ReplayBuffer.open(path, BufferConfig(prefetch=0)) as buf:
+        for e in range(150):
+            buf.add_episode(episode("arm", e, 5, images=False))
+    index_file = path / "index.sqlite3"
+    data = bytearray(index_file.read_bytes())
+    data[len(data) // 2 :] = b"\xff" * (len(data) - len(data) // 2)  # its second half overwritten
+    index_file.write_bytes(bytes(data))
+    args = [str(tmp_path / "out")] if verb == "export" else []
+    caplog.clear()
+    assert main(["buffer", verb, str(path), *args]) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert line.startswith(f"{index_file}: ") and "is damaged" in line and "\n" not in line
+    assert line.endswith(f"rebuild it from the segments with `user buffer reindex {path}`")
+    with pytest.raises(IndexDamagedError, match="user buffer reindex"):
+        ReplayBuffer.open(path, BufferConfig(prefetch=0))
+
+
+def test_verify_finds_a_damaged_page_that_no_row_read_touches(
+    buffer_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = sqlite3.connect(buffer_dir / "index.sqlite3")
+    page = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'transitions_version'").fetchone()[0]
+    size = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    with open(buffer_dir / "index.sqlite3", "r+b") as f:
+        f.seek((page - 1) * size)
+        f.write(b"\xff" * size)
+    assert main(["buffer", "verify", str(buffer_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "index.sqlite3 is damaged (" in out and f"`user buffer reindex {buffer_dir}`" in out
+
+
+def test_verify_reports_a_robots_episode_stored_twice(buffer_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = sqlite3.connect(buffer_dir / "index.sqlite3")
+    db.execute("UPDATE episodes SET episode_id = 1 WHERE episode = 3")  # robot left's episodes 1 and 3
+    db.execute("UPDATE transitions SET episode_id = 1 WHERE episode = 3")
+    db.commit()
+    db.close()
+    assert main(["buffer", "verify", str(buffer_dir), "--no-decode"]) == 1
+    out = capsys.readouterr().out
+    assert "PROBLEM: robot left's episode 1 is stored 2 times (episodes [1, 3])" in out and "1 problem(s)" in out

@@ -62,9 +62,9 @@ ROWS_1 = _rows(2, 1, 3, [(False, False, False, True, True), (False, True, True, 
 ALL_ROWS = ROWS_0 + ROWS_1
 
 
-def _filled(directory: Path, **kwargs: bool) -> Index:
+def _filled(directory: Path) -> Index:
     """Two segments (ids 1 and 2) with one episode each: episode 0 (3 steps), episode 1 (2 steps)."""
-    index = Index(directory, **kwargs)
+    index = Index(directory)
     index.add_segment("seg_000000", 111)
     index.add_segment("seg_000001", 222)
     index.commit_episode(EPISODE_0, ROWS_0, 4096)
@@ -170,24 +170,24 @@ def test_moved_segment_points_at_the_new_positions(tmp_path: Path) -> None:
     assert index.segments()[0] == SegmentRow(1, "seg_000000", "closed", 111, 444, 7777, 1, 3)
 
 
-def test_truncating_and_deleting_keep_the_counts_right(tmp_path: Path) -> None:
+def test_dropping_and_deleting_keep_the_counts_right(tmp_path: Path) -> None:
     index = _filled(tmp_path)
-    index.truncate_from_episode(1)
+    index.move_segment(2, [], [], 8192, 5, dropped=[1])
     assert index.count() == (3, 1) and index.next_numbers() == (3, 1)
     assert [(s.episodes, s.transitions) for s in index.segments()] == [(1, 3), (0, 0)]
     index.commit_episode(EPISODE_1, ROWS_1, 8192)
-    index.delete_segment(1)
-    assert [s.id for s in index.segments()] == [2]
-    assert index.episodes() == [EPISODE_1] and index.transitions() == ROWS_1
+    index.delete_segment(2)
+    assert [s.id for s in index.segments()] == [1]
+    assert index.episodes() == [EPISODE_0] and index.transitions() == ROWS_0
 
 
 # ---------------------------------------------------------------------------------------------- connection
 
 
-@pytest.mark.parametrize(("kwargs", "synchronous"), [({}, 2), ({"durable": True}, 2), ({"durable": False}, 1)])
-def test_durable_index_syncs_fully(tmp_path: Path, kwargs: dict[str, bool], synchronous: int) -> None:
+@pytest.mark.parametrize(("durable", "synchronous"), [(None, 2), (True, 2), (False, 1)])
+def test_durable_index_syncs_fully(tmp_path: Path, durable: bool | None, synchronous: int) -> None:
     """A durable index (the default; fsync=episode) survives power loss: synchronous FULL (2), else NORMAL (1)."""
-    index = Index(tmp_path, **kwargs)
+    index = Index(tmp_path) if durable is None else Index(tmp_path, durable=durable)
     assert index.scalar("PRAGMA synchronous") == synchronous
     assert index.scalar("PRAGMA journal_mode") == "wal"
 
@@ -234,9 +234,9 @@ def test_read_only_index_reads_but_refuses_writes(tmp_path: Path) -> None:
     reader = Index(tmp_path, read_only=True)
     assert reader.read_only and reader.count() == (5, 2)
     assert reader.scalar("PRAGMA journal_mode") == "wal"
-    with pytest.raises(sqlite3.DatabaseError, match="readonly"):
+    with pytest.raises(BufferIndexError, match="write failed .*readonly"):
         reader.add_segment("seg_000002", 333)
-    with pytest.raises(sqlite3.DatabaseError, match="readonly"):
+    with pytest.raises(BufferIndexError, match="write failed .*readonly"):
         reader.commit_episode(EPISODE_1, [], 0)
     assert [s.name for s in reader.segments()] == ["seg_000000", "seg_000001"] and reader.count() == (5, 2)
 

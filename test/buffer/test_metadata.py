@@ -104,3 +104,23 @@ def test_bad_metadata_names_the_file(tmp_path: Path) -> None:
         read_metadata(tmp_path)
     with pytest.raises(BagReadError, match="cannot read"):
         read_metadata(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"rosbag2_bagfile_information:\n  version: \xff\xfe\n", r"not UTF-8 text \(byte 40: invalid start byte\)$"),
+        (b"[" * 5000, r"not valid YAML: nested too deeply$"),
+        (b"rosbag2_bagfile_information: {version: [", r"not valid YAML: while parsing a flow node .*$"),
+        (
+            b"rosbag2_bagfile_information: {version: 5, storage_identifier: mcap, starting_time: [1]}",
+            r"malformed metadata \(AttributeError: ",
+        ),
+    ],
+)
+def test_damaged_metadata_is_one_line_naming_the_file(tmp_path: Path, text: bytes, message: str) -> None:
+    """A segment's metadata.yaml overwritten by anything: a `BagReadError` of one line, never another exception."""
+    (tmp_path / "metadata.yaml").write_bytes(text)
+    with pytest.raises(BagReadError, match=rf"^{tmp_path / 'metadata.yaml'}: {message}") as exc:
+        read_metadata(tmp_path)
+    assert "\n" not in str(exc.value)

@@ -9,6 +9,8 @@ import pytest
 
 from test.buffer.factories import episode
 from user.buffer import BufferConfig, ReplayBuffer, StorageConfig
+from user.buffer.quarantine import QUARANTINE_DIR
+from user.buffer.rows import TransitionRow
 from user.buffer.storage import segment_path
 
 
@@ -123,3 +125,79 @@ def test_power_loss_without_fsync_drops_unreadable_episodes(tmp_path: Path) -> N
     with _reopen(tmp_path) as again:
         assert again.recovery is not None and again.recovery.dropped_episodes == 1
         assert again.info().episodes == 1 and len(again) == 3
+
+
+def _closed_buffer(path: Path) -> list[TransitionRow]:
+    """Seven episodes of three steps: two closed segments of three, one of one; returns the index rows."""
+    with ReplayBuffer.open(path, _config()) as buf:
+        _write(buf, 0, 7)
+        return buf.storage.index.transitions()
+
+
+def _quarantined_file(path: Path) -> Path:
+    [folder] = (path / QUARANTINE_DIR).iterdir()
+    [kept] = folder.glob("*.mcap")
+    return kept
+
+
+def test_a_truncated_closed_segment_is_noticed_on_open_and_its_readable_episodes_kept(tmp_path: Path) -> None:
+    """Issue 13, finding 6: a closed segment cut short was not noticed when the buffer was opened for writing
+    (its episodes failed only when sampled). Now opening finds it (size, footer), keeps every readable episode,
+    and keeps the original bytes in quarantine."""
+    rows = _closed_buffer(tmp_path)
+    path = segment_path(tmp_path, "seg_000000")
+    closed = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.truncate(rows[7].offset + 10)  # inside the last episode of the first segment
+    original = path.read_bytes()
+    with _reopen(tmp_path) as again:
+        report = again.recovery
+        assert report is not None and report.damaged == ["seg_000000"] and report.lost == {"seg_000000": [2]}
+        assert report.kept == {"seg_000000": 2} and report.rewritten == ["seg_000000"]
+        assert len(again) == 18 and again.info().episodes == 6
+        assert [t.episode_id for t in again.get(list(range(0, 18, 3)))] == [0, 1, 3, 4, 5, 6]
+    kept = _quarantined_file(tmp_path)
+    assert kept.read_bytes() == original
+    why = (kept.parent / "why.txt").read_text().splitlines()
+    closing = f"seg_000000_0.mcap holds {len(original)} bytes, {closed} when it was closed"
+    assert why[0] == f"segment seg_000000 was closed, but {closing}"
+    assert why[1].startswith("segment seg_000000: kept 2 of 3 committed episodes (6 transitions); lost 1 unreadable: ")
+
+
+@pytest.mark.parametrize("damage", ["appended", "footer", "missing"])
+def test_a_changed_closed_segment_is_salvaged(tmp_path: Path, damage: str) -> None:
+    _closed_buffer(tmp_path)
+    path = segment_path(tmp_path, "seg_000001")
+    if damage == "appended":
+        with open(path, "ab") as f:
+            f.write(b"\0" * 100)
+    elif damage == "footer":
+        data = bytearray(path.read_bytes())
+        data[-3] ^= 0xFF  # in the closing magic: same size, no footer
+        path.write_bytes(bytes(data))
+    else:
+        path.unlink()
+    with _reopen(tmp_path) as again:
+        report = again.recovery
+        assert report is not None and report.damaged == ["seg_000001"]
+        expected = 7 if damage != "missing" else 4
+        assert again.info().episodes == expected and len(again) == 3 * expected
+        assert again.get([len(again) - 1])[0].episode_id == 6  # later segments are numbered down and still read
+        assert len(report.quarantined) == (damage != "missing")
+        _write(again, 7, 1)
+        assert again.verify().ok
+
+
+def test_a_crash_while_salvaging_a_closed_segment_is_finished_by_the_next_open(tmp_path: Path) -> None:
+    rows = _closed_buffer(tmp_path)
+    path = segment_path(tmp_path, "seg_000000")
+    data = bytearray(path.read_bytes())
+    data[rows[1].offset + 100] ^= 0x01  # inside the first episode: the later ones move up in the rewrite
+    path.write_bytes(bytes(data) + b"\0" * 10)  # and no longer the size it was closed at
+    with pytest.raises(Crash):
+        ReplayBuffer.open(tmp_path, _config(), fault_hook=_hook("recover:rewritten"))
+    # the rewrite was not committed: the segment, marked open before it, is recovered again from its original
+    with _reopen(tmp_path) as again:
+        assert again.info().episodes == 6 and again.info().segments_open == 0
+        assert again.recovery is not None and again.recovery.lost == {"seg_000000": [0]}
+        assert [t.episode_id for t in again.get([0, 3])] == [1, 2]

@@ -4,6 +4,7 @@ drops, and that its report (and its log) says both."""
 import contextlib
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,9 +15,19 @@ from mcap.reader import make_reader
 from test.buffer.factories import episode
 from test.buffer.fsyncs import record_fsyncs
 from user.buffer.config import StorageConfig
+from user.buffer.errors import BufferIndexError
 from user.buffer.index import Index
+from user.buffer.mcapscan import MESSAGE_PREFIX
 from user.buffer.metadata import METADATA_FILE, read_metadata
-from user.buffer.recovery import RECOVERING_SUFFIX, RecoveryReport, recover, stats_from_index
+from user.buffer.quarantine import QUARANTINE_DIR
+from user.buffer.recovery import (
+    RECOVERING_SUFFIX,
+    RecoveryReport,
+    closed_segment_problem,
+    crc_verdicts,
+    recover,
+    stats_from_index,
+)
 from user.buffer.segments import EVENT_TOPIC, TRANSITION_TOPIC, TRANSITION_TYPE, SegmentReader
 from user.buffer.storage import DiskStorage, segment_path
 from user.buffer.writer import EpisodeWriter
@@ -107,8 +118,10 @@ def test_an_open_segment_is_rewritten_with_its_committed_episodes_and_a_footer(
     idx = index()
     with caplog.at_level(logging.WARNING, logger="user.buffer.recovery"):
         report = _recover(tmp_path, idx)
-    assert report == RecoveryReport(rewritten=[SEG0])
+    assert report == RecoveryReport(rewritten=[SEG0], kept={SEG0: 3})
     assert report.changed and f"rewrote ['{SEG0}']" in caplog.text
+    assert f"segment {SEG0}: kept all 3 committed episodes (9 transitions)" in caplog.text
+    assert not (tmp_path / QUARANTINE_DIR).exists()  # nothing committed was lost: nothing to keep aside
     [seg] = idx.segments()
     path = segment_path(tmp_path, SEG0)
     assert seg.state == "closed" and seg.bytes == os.path.getsize(path) and seg.closed_ns is not None
@@ -148,25 +161,91 @@ def test_rows_after_an_uncommitted_episode_move_to_their_new_offsets(
             assert reader.read(e.start_event) and reader.read(e.end_event)
 
 
-def test_an_unreadable_first_episode_drops_every_episode_and_removes_the_segment(
+def _quarantined(tmp_path: Path) -> tuple[Path, str]:
+    """The one quarantine folder's segment file and why.txt."""
+    [folder] = (tmp_path / QUARANTINE_DIR).iterdir()
+    return folder / f"{SEG0}_0.mcap", (folder / "why.txt").read_text()
+
+
+def test_an_unreadable_first_episode_is_dropped_and_every_later_one_kept(
     tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture
 ) -> None:
     _written(tmp_path, 3)
     idx = index()
     first = idx.episodes()[0]
-    with open(segment_path(tmp_path, SEG0), "r+b") as f:
+    path = segment_path(tmp_path, SEG0)
+    with open(path, "r+b") as f:
         f.seek(first.start_event.offset)
         f.write(b"\xff")  # the record's opcode: no longer a message
+    original = path.read_bytes()
     with caplog.at_level(logging.WARNING, logger="user.buffer.recovery"):
         report = _recover(tmp_path, idx)
-    assert report == RecoveryReport(removed=[SEG0], dropped_episodes=3)
-    assert "episode 0 unreadable" in caplog.text and "dropping it and 2 later" in caplog.text
-    assert "dropped 3 unreadable episodes" in caplog.text
-    assert idx.segments() == [] and idx.count() == (0, 0)
-    assert not segment_path(tmp_path, SEG0).parent.exists()
+    kept, why = _quarantined(tmp_path)
+    assert report == RecoveryReport(
+        rewritten=[SEG0], kept={SEG0: 2}, lost={SEG0: [0]}, quarantined=[str(kept.parent.relative_to(tmp_path))]
+    )
+    assert kept.read_bytes() == original and path.read_bytes() != original
+    line = f"segment {SEG0}: kept 2 of 3 committed episodes (6 transitions); lost 1 unreadable: episode 0: "
+    assert line in caplog.text and f"original bytes kept in {QUARANTINE_DIR}/{SEG0}-" in caplog.text
+    assert why.startswith(line) and "opcode 0xff" in why
+    assert "dropped 1 unreadable episodes; original bytes kept in ['quarantine/" in caplog.text
+    assert idx.count() == (6, 2) and [r.index for r in idx.transitions()] == list(range(6))
+    assert [e.first_index for e in idx.episodes()] == [0, 3]
+    assert _episode_ids_readable(tmp_path, idx) == [1, 1, 1, 2, 2, 2]
 
 
-def test_an_unreadable_middle_episode_keeps_the_ones_before_it(
+def _set_byte(path: Path, offset: int, value: Callable[[int], int]) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] = value(data[offset])
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(("where", "value"), [(0, lambda _b: 0xFF), (MESSAGE_PREFIX + 40, lambda b: b ^ 0x10)])
+def test_one_damaged_byte_inside_a_middle_episode_loses_that_episode_only(
+    tmp_path: Path,
+    index: Callable[[], Index],
+    caplog: pytest.LogCaptureFixture,
+    where: int,
+    value: Callable[[int], int],
+) -> None:
+    """Issue 13, finding 5: one damaged byte in an open segment dropped the episode and every later one, and the
+    file was rewritten without them and without a backup. Now every other episode is kept, the original bytes
+    are in quarantine, and damage inside a payload (which still reads as a record) is found by the chunk's CRC."""
+    _written(tmp_path, 8)
+    idx = index()
+    row = idx.transitions(start=10, stop=11)[0]  # episode 3, step 1
+    path = segment_path(tmp_path, SEG0)
+    _set_byte(path, row.offset + where, value)  # the record's opcode, or a bit in the middle of its payload
+    original = path.read_bytes()
+    with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
+        report = _recover(tmp_path, idx)
+    assert report.lost == {SEG0: [3]} and report.kept == {SEG0: 7} and report.dropped_episodes == 1
+    assert "lost 1 unreadable: episode 3: " in caplog.text and "do not match its CRC" in caplog.text
+    assert _quarantined(tmp_path)[0].read_bytes() == original
+    assert _episode_ids_readable(tmp_path, idx) == [e for e in (0, 1, 2, 4, 5, 6, 7) for _ in range(3)]
+    assert idx.count() == (21, 7) and [r.index for r in idx.transitions()] == list(range(21))
+
+
+def test_every_episode_unreadable_removes_the_segment_and_keeps_its_bytes(
+    tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture
+) -> None:
+    _written(tmp_path, 2)
+    idx = index()
+    path = segment_path(tmp_path, SEG0)
+    with open(path, "r+b") as f:
+        for ep in idx.episodes():
+            f.seek(ep.end_event.offset)
+            f.write(b"\xff")
+    original = path.read_bytes()
+    with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
+        report = _recover(tmp_path, idx)
+    assert report.removed == [SEG0] and report.lost == {SEG0: [0, 1]} and report.kept == {}
+    assert f"segment {SEG0}: kept 0 of 2 committed episodes (0 transitions); lost 2 unreadable" in caplog.text
+    assert idx.segments() == [] and idx.count() == (0, 0) and not path.parent.exists()
+    assert _quarantined(tmp_path)[0].read_bytes() == original
+
+
+def test_a_segment_cut_inside_an_episode_keeps_the_ones_before_it(
     tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture
 ) -> None:
     _written(tmp_path, 4)
@@ -176,8 +255,8 @@ def test_an_unreadable_middle_episode_keeps_the_ones_before_it(
         f.truncate(second.offset + 5)  # the rest of the file never reached the disk
     with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
         report = _recover(tmp_path, idx)
-    assert report == RecoveryReport(rewritten=[SEG0], dropped_episodes=3)
-    assert "episode 1 unreadable" in caplog.text and "dropping it and 2 later" in caplog.text
+    assert (report.rewritten, report.kept, report.lost) == ([SEG0], {SEG0: 1}, {SEG0: [1, 2, 3]})
+    assert "lost 3 unreadable: episode 1: " in caplog.text and "truncated at byte" in caplog.text
     [seg] = idx.segments()
     assert (seg.state, seg.episodes, seg.transitions) == ("closed", 1, 3) and idx.count() == (3, 1)
     assert _episode_ids_readable(tmp_path, idx) == [0, 0, 0]
@@ -192,7 +271,7 @@ def test_an_episode_with_missing_transition_rows_is_dropped(
         db.execute("DELETE FROM transitions WHERE idx = 4")
     with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
         report = _recover(tmp_path, idx)
-    assert report.dropped_episodes == 1 and report.rewritten == [SEG0]
+    assert report.lost == {SEG0: [1]} and report.rewritten == [SEG0]
     assert "episode 1 has 2 transition rows, expected 3" in caplog.text
     assert _episode_ids_readable(tmp_path, idx) == [0, 0, 0]
 
@@ -205,7 +284,7 @@ def test_a_missing_segment_file_reports_its_episodes_as_lost(
     idx = index()
     with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
         report = _recover(tmp_path, idx)
-    assert report == RecoveryReport(removed=[SEG0], dropped_episodes=2)
+    assert report == RecoveryReport(removed=[SEG0], lost={SEG0: [0, 1]})
     assert f"segment {SEG0}: file" in caplog.text and "is missing; its 2 episodes are lost" in caplog.text
     assert idx.segments() == [] and idx.count() == (0, 0)
     assert not segment_path(tmp_path, SEG0).parent.exists()
@@ -294,7 +373,7 @@ def test_the_summary_line_names_each_segment_and_metadata_comes_from_its_own_row
     idx = index()
     with caplog.at_level(logging.WARNING, logger="user.buffer.recovery"):
         report = _recover(tmp_path, idx)
-    assert report == RecoveryReport(rewritten=["seg_000001"], metadata_rebuilt=[SEG0])
+    assert report == RecoveryReport(rewritten=["seg_000001"], metadata_rebuilt=[SEG0], kept={"seg_000001": 1})
     summary = (
         f"recovered {tmp_path}: rewrote ['seg_000001'], removed none, rolled forward none, "
         "dropped 0 unreadable episodes"
@@ -324,7 +403,7 @@ def test_lost_episodes_add_up_over_segments(
     idx = index()
     with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
         report = _recover(tmp_path, idx)
-    assert report == RecoveryReport(removed=[SEG0, "seg_000001"], dropped_episodes=2)
+    assert report == RecoveryReport(removed=[SEG0, "seg_000001"], lost={SEG0: [0], "seg_000001": [1]})
     for name, path in zip((SEG0, "seg_000001"), paths, strict=True):
         assert f"segment {name}: file {path} is missing; its 1 episodes are lost" in caplog.text
 
@@ -342,8 +421,11 @@ def test_missing_and_unreadable_episodes_add_up_over_segments(
         f.write(b"\xff")
     with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
         report = _recover(tmp_path, idx)
-    assert report == RecoveryReport(removed=[SEG0, "seg_000001"], dropped_episodes=2)
-    assert "segment seg_000001: episode 1 unreadable (" in caplog.text and "dropping it and 0 later" in caplog.text
+    assert report.removed == [SEG0, "seg_000001"] and report.lost == {SEG0: [0], "seg_000001": [1]}
+    assert report.dropped_episodes == 2 and len(report.quarantined) == 1
+    assert "segment seg_000001: kept 0 of 1 committed episodes (0 transitions); lost 1 unreadable: episode 1: " in (
+        caplog.text
+    )
 
 
 def test_an_episode_without_any_transition_rows_is_dropped_not_fatal(
@@ -354,7 +436,7 @@ def test_an_episode_without_any_transition_rows_is_dropped_not_fatal(
     with idx.transaction() as db:
         db.execute("DELETE FROM transitions WHERE episode = 1")
     report = _recover(tmp_path, idx)
-    assert report.dropped_episodes == 1 and _episode_ids_readable(tmp_path, idx) == [0, 0, 0]
+    assert report.lost == {SEG0: [1]} and _episode_ids_readable(tmp_path, idx) == [0, 0, 0]
 
 
 def test_the_rewritten_file_is_made_durable_once_when_it_is_finished(
@@ -365,3 +447,137 @@ def test_the_rewritten_file_is_made_durable_once_when_it_is_finished(
     _recover(tmp_path, index())
     path = segment_path(tmp_path, SEG0)
     assert synced.count(str(path.with_name(path.name + RECOVERING_SUFFIX))) == 1
+
+
+def _no_chunk_crcs(path: Path) -> None:
+    """Make the file's first record (its header) claim more bytes than the file has: a scan stops there, so no
+    chunk CRC vouches for any message and recovery must decode each one (reads by position still work)."""
+    data = bytearray(path.read_bytes())
+    data[9:17] = (1 << 40).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    assert crc_verdicts(path) == {}
+
+
+def test_without_chunk_crcs_every_message_is_decoded_and_intact_episodes_are_kept(
+    tmp_path: Path, index: Callable[[], Index]
+) -> None:
+    _written(tmp_path, 3)
+    assert set(crc_verdicts(segment_path(tmp_path, SEG0)).values()) == {True}
+    _no_chunk_crcs(segment_path(tmp_path, SEG0))
+    idx = index()
+    report = _recover(tmp_path, idx)
+    assert report == RecoveryReport(rewritten=[SEG0], kept={SEG0: 3})
+    assert _episode_ids_readable(tmp_path, idx) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+_MISMATCHES = {
+    "a transition row points at the next step": (
+        "UPDATE transitions SET (offset, length) = (SELECT offset, length FROM transitions WHERE idx = 5) "
+        "WHERE idx = 4",
+        1,
+        "holds ('arm', 1, 2, False), not transition 4",
+    ),
+    "a START position holds the END": (
+        "UPDATE episodes SET (start_offset, start_length) = (end_offset, end_length) WHERE episode = 2",
+        2,
+        "not the START of episode 2",
+    ),
+    "an END position holds the START": (
+        "UPDATE episodes SET (end_offset, end_length) = (start_offset, start_length) WHERE episode = 0",
+        0,
+        "not the END of episode 0",
+    ),
+    "the events are of another episode": (
+        "UPDATE episodes SET episode_id = 7 WHERE episode = 1",
+        1,
+        "not the START of episode 1",
+    ),
+    "the transition is no demonstration": ("UPDATE transitions SET is_demo = 1 WHERE idx = 7", 2, "not transition 7"),
+}
+
+
+@pytest.mark.parametrize("case", _MISMATCHES.values(), ids=_MISMATCHES.keys())
+def test_without_chunk_crcs_a_message_that_is_not_what_its_row_says_loses_its_episode(
+    tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture, case: tuple[str, int, str]
+) -> None:
+    change, lost, reason = case
+    _written(tmp_path, 3)
+    _no_chunk_crcs(segment_path(tmp_path, SEG0))
+    idx = index()
+    with idx.transaction() as db:
+        db.execute(change)
+    with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
+        report = _recover(tmp_path, idx)
+    assert report.lost == {SEG0: [lost]} and report.kept == {SEG0: 2}
+    assert f"lost 1 unreadable: episode {lost}: " in caplog.text and reason in caplog.text
+    assert _episode_ids_readable(tmp_path, idx) == [e for e in range(3) if e != lost for _ in range(3)]
+
+
+@pytest.mark.parametrize("at", ["transition", "event"])
+def test_without_chunk_crcs_a_payload_that_does_not_decode_loses_its_episode(
+    tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture, at: str
+) -> None:
+    _written(tmp_path, 3)
+    path = segment_path(tmp_path, SEG0)
+    _no_chunk_crcs(path)
+    idx = index()
+    offset = idx.transitions(start=4, stop=5)[0].offset if at == "transition" else idx.episodes()[1].end_event.offset
+    _set_byte(path, offset + MESSAGE_PREFIX, lambda _b: 0x7F)  # the CDR encapsulation header
+    with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
+        report = _recover(tmp_path, idx)
+    assert report.lost == {SEG0: [1]} and "cannot decode" in caplog.text
+
+
+def test_many_lost_episodes_are_listed_five_at_a_time(
+    tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture
+) -> None:
+    _written(tmp_path, 8)
+    idx = index()
+    with open(segment_path(tmp_path, SEG0), "r+b") as f:
+        f.truncate(idx.episodes()[1].start_event.offset)  # every episode after the first is gone
+    with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
+        report = _recover(tmp_path, idx)
+    assert report.lost == {SEG0: [1, 2, 3, 4, 5, 6, 7]}
+    [line] = [r.getMessage() for r in caplog.records if "lost 7 unreadable" in r.getMessage()]
+    assert [f"episode {e}: " in line for e in range(1, 8)] == [True] * 5 + [False] * 2
+    assert "; and 2 more; original bytes kept in quarantine/" in line
+
+
+def test_a_missing_segments_folder_is_an_error_not_an_empty_buffer(tmp_path: Path, index: Callable[[], Index]) -> None:
+    _written(tmp_path, 2)
+    idx = index()
+    _recover(tmp_path, idx)  # closed now
+    shutil.rmtree(tmp_path / "segments")
+    with pytest.raises(BufferIndexError, match=r"segments is missing, yet the index lists 1 segments: restore it"):
+        _recover(tmp_path, idx)
+    assert idx.count() == (6, 2)  # nothing was dropped
+
+
+def test_an_open_segment_row_without_a_folder_yet_is_just_removed(tmp_path: Path, index: Callable[[], Index]) -> None:
+    """A writer that died between adding its first segment's row and making its folder."""
+    idx = index()
+    idx.add_segment(SEG0, 1)
+    assert _recover(tmp_path, idx) == RecoveryReport(removed=[SEG0]) and idx.segments() == []
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda p: p.unlink(), "its file {path} is missing"),
+        (lambda p: p.write_bytes(p.read_bytes() + b"x"), "{name} holds {size_plus_1} bytes, {size} when it was closed"),
+        (lambda p: p.write_bytes(p.read_bytes()[:-1] + b"x"), "{name} does not end with a footer"),
+        (lambda p: None, "None"),
+    ],
+)
+def test_a_closed_segment_is_judged_by_its_size_and_footer(
+    tmp_path: Path, index: Callable[[], Index], damage: Callable[[Path], object], problem: str
+) -> None:
+    _written(tmp_path, 1)
+    idx = index()
+    _recover(tmp_path, idx)
+    [seg] = idx.segments()
+    path = segment_path(tmp_path, SEG0)
+    size = path.stat().st_size
+    damage(path)
+    expected = problem.format(path=path, name=path.name, size=size, size_plus_1=size + 1)
+    assert str(closed_segment_problem(seg, path)) == expected

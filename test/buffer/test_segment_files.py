@@ -14,8 +14,9 @@ import pytest
 from mcap.reader import make_reader
 
 from test.buffer.factories import episode
+from test.buffer.full_disk import full_disk
 from user import __version__
-from user.buffer.errors import CorruptRecordError, SegmentError, TruncatedSegmentError
+from user.buffer.errors import CorruptRecordError, SegmentError, SegmentWriteError, TruncatedSegmentError
 from user.buffer.mcapscan import MESSAGE_PREFIX, scan, scan_file
 from user.buffer.metadata import BagMetadata, FileInfo, TopicInfo, qos_profile_yaml
 from user.buffer.segments import (
@@ -312,3 +313,163 @@ def test_an_episode_that_does_not_read_back_as_written_is_an_error(
         with pytest.raises(SegmentError, match=f"^{path}: {problem}"):
             writer.write_episode(_messages(0, 2, log_ns=1_000, images=False))
     writer.abandon()
+
+
+class _FailingClose(_FullDisk):
+    """A full disk as a BufferedWriter meets it: flush fails, and so does close (which still closes the file)."""
+
+    def close(self) -> None:
+        super().close()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_abandon_never_raises_and_closes_both_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """issue 13, finding 7: on a full disk a BufferedWriter's close fails like its flush; abandon raised that
+    second error, so the writer kept the dead segment and every later episode met 'segment already closed'."""
+    path = tmp_path / "s_0.mcap"
+    writer = _writer(path)
+    stream = writer._stream = _FailingClose(writer._stream)  # type: ignore[assignment]
+    read_fd = writer._read_fd
+    with caplog.at_level(logging.WARNING, logger="user.buffer.segments"):
+        writer.abandon()  # must not raise
+    assert stream.closed
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        os.fstat(read_fd)  # the read-back descriptor was closed too
+    full = f"[Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)}"
+    assert caplog.messages == [f"{path}: flush on abandon failed: {full}", f"{path}: closing failed: {full}"]
+    with pytest.raises(SegmentError, match="segment already closed"):
+        writer.write_episode(_messages(0, 2, log_ns=1_000, images=False))
+    writer.abandon()  # again: nothing to do
+
+
+def test_a_write_that_fills_the_disk_closes_the_segment_after_its_last_whole_episode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failed episode's bytes (half a chunk on disk) are cut away: the file holds exactly the episodes
+    written before, and the error says what happened and where the segment ends."""
+    disk = full_disk(monkeypatch)
+    path = tmp_path / "s_0.mcap"
+    writer = _writer(path)
+    writer.write_episode(_messages(0, 2, log_ns=1_000, images=False))
+    whole = writer.bytes_written
+    disk.full = True
+    with pytest.raises(SegmentWriteError) as failed:
+        writer.write_episode(_messages(1, 3, log_ns=2_000, images=False))
+    assert str(failed.value) == (
+        f"{path}: cannot write an episode (No space left on device); the segment was closed at byte {whole}, "
+        "after its last whole episode"
+    )
+    assert path.stat().st_size == whole
+    scanned = scan_file(str(path))
+    assert len(scanned.messages) == 4 and not scanned.footer
+    assert writer.stats.message_count == 4  # the failed episode is not counted for metadata.yaml
+    with pytest.raises(SegmentError, match="segment already closed"):
+        writer.write_episode(_messages(2, 2, log_ns=3_000, images=False))
+    writer.abandon()
+    assert path.stat().st_size == whole
+
+
+def test_a_footer_that_fills_the_disk_leaves_the_episodes_without_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = full_disk(monkeypatch)
+    path = tmp_path / "s_0.mcap"
+    writer = _writer(path)
+    writer.write_episode(_messages(0, 2, log_ns=1_000, images=False))
+    whole = writer.bytes_written
+    disk.full = True
+    with pytest.raises(SegmentWriteError, match=f"^{path}: cannot write the footer \\(No space left on device\\)$"):
+        writer.finish()
+    assert path.stat().st_size == whole and len(scan_file(str(path)).messages) == 4
+    writer.abandon()
+
+
+def test_discarding_the_last_episode_cuts_the_file_back_to_the_one_before(tmp_path: Path) -> None:
+    """What the writer does when the index refuses an episode just written: its records must not stay."""
+    path = tmp_path / "s_0.mcap"
+    writer = _writer(path)
+    writer.write_episode(_messages(0, 2, log_ns=1_000, images=False))
+    whole = writer.bytes_written
+    writer.write_episode(_messages(1, 3, log_ns=2_000, images=False))
+    assert writer.bytes_written > whole
+    writer.discard_last_episode()
+    assert path.stat().st_size == whole and len(scan_file(str(path)).messages) == 4
+    with pytest.raises(SegmentError, match="segment already closed"):
+        writer.write_episode(_messages(2, 2, log_ns=3_000, images=False))
+    writer.discard_last_episode()  # closed: nothing more is cut
+    assert path.stat().st_size == whole
+
+
+def test_a_read_error_of_the_disk_is_a_segment_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s_0.mcap"
+    writer = _writer(path)
+    positions = writer.write_episode(_messages(0, 2, log_ns=1_000, images=False))
+    writer.finish()
+
+    def failing(_fd: int, _n: int, _offset: int) -> bytes:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    with SegmentReader(path) as reader:
+        monkeypatch.setattr(os, "pread", failing)
+        with pytest.raises(SegmentError, match=f"^{path}: cannot read byte {positions[1].offset} \\(Input/output"):
+            reader.read(positions[1])
+
+
+def test_a_message_the_mcap_writer_refuses_costs_only_its_episode(tmp_path: Path) -> None:
+    """Not only OSError: whatever fails while an episode is written, its bytes go and the error says what."""
+    path = tmp_path / "s_0.mcap"
+    writer = _writer(path)
+    writer.write_episode(_messages(0, 2, log_ns=1_000, images=False))
+    whole = writer.bytes_written
+    bad = _messages(1, 2, log_ns=2_000, images=False)
+    bad[2] = OutMessage(bad[2].topic, bad[2].data, -1)  # a log time MCAP cannot hold (unsigned)
+    with pytest.raises(SegmentWriteError) as failed:
+        writer.write_episode(bad)
+    assert str(failed.value) == (
+        f"{path}: cannot write an episode (argument out of range); the segment was closed at byte {whole}, after "
+        "its last whole episode"
+    )
+    assert path.stat().st_size == whole and len(scan_file(str(path)).messages) == 4
+
+
+def test_discarding_before_any_episode_leaves_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "s_0.mcap"
+    writer = _writer(path)
+    header = writer.bytes_written
+    assert header > 0
+    writer.discard_last_episode()
+    assert path.stat().st_size == header and path.read_bytes().startswith(b"\x89MCAP0\r\n")
+
+
+def test_a_file_that_cannot_be_opened_to_read_back_is_a_segment_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s_0.mcap"
+
+    def no_more_files(*_args: object) -> int:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(os, "open", no_more_files)
+    with pytest.raises(
+        SegmentError, match=f"^{path}: cannot open segment file to read back \\(Too many open files\\)$"
+    ):
+        _writer(path)
+
+
+def test_a_cut_that_fails_is_logged_and_left_to_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s_0.mcap"
+    writer = _writer(path)
+    writer.write_episode(_messages(0, 2, log_ns=1_000, images=False))
+    start = writer._episode_start
+
+    def read_only_disk(*_args: object) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(os, "truncate", read_only_disk)
+    with caplog.at_level(logging.WARNING, logger="user.buffer.segments"):
+        writer.discard_last_episode()  # must not raise
+    assert caplog.messages == [f"{path}: cannot cut back to byte {start}: Read-only file system"]

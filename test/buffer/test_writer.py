@@ -13,7 +13,7 @@ from mcap.reader import make_reader
 from test.buffer.factories import episode, transition
 from test.buffer.fsyncs import record_fsyncs
 from user.buffer.config import StorageConfig
-from user.buffer.errors import BufferError
+from user.buffer.errors import BufferError, EpisodeNotStoredError
 from user.buffer.index import Index, TransitionRow
 from user.buffer.metadata import read_metadata
 from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TRANSITION_TOPIC, TRANSITION_TYPE, Position
@@ -229,7 +229,7 @@ def test_a_whole_episode_is_checked_before_anything_is_written(
 ) -> None:
     w = _writer(tmp_path, max_episode_steps=3)
     writers.append(w)
-    with pytest.raises(BufferError, match=message):
+    with pytest.raises(BufferError, match=f"^{message}$"):
         w.add_episode(make())  # type: ignore[operator]
     assert w.index.segments() == [] and w.index.count() == (0, 0)
 
@@ -397,13 +397,14 @@ def test_segments_roll_by_size(tmp_path: Path, writers: list[EpisodeWriter]) -> 
 
 
 def test_a_segment_directory_the_index_does_not_know_is_kept(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
+    w = _writer(tmp_path)
+    writers.append(w)
     stray = segment_path(tmp_path, segment_name(0)).parent
     stray.mkdir(parents=True)
     (stray / "notes.txt").write_text("left by hand")
-    w = _writer(tmp_path)
-    writers.append(w)
+    segment_path(tmp_path, segment_name(1)).parent.mkdir()
     w.add_episode(episode("arm", 0, 2))
-    assert [s.name for s in w.index.segments()] == ["seg_000001"]
+    assert [s.name for s in w.index.segments()] == ["seg_000002"]
     assert (stray / "notes.txt").read_text() == "left by hand"
 
 
@@ -416,7 +417,10 @@ def test_closing_drops_unfinished_episodes_and_closes_the_segment(
     w.add(transition("arm", 1, 0, 3))
     with caplog.at_level(logging.WARNING, logger="user.buffer.writer"):
         w.close()
-    assert "closed before the episode ended" in caplog.text and w.episodes_dropped == 1
+    assert caplog.messages == [
+        "dropping robot arm's episode 1 (1 steps): the buffer was closed before the episode ended"
+    ]
+    assert w.episodes_dropped == 1
     assert [s.state for s in w.index.segments()] == ["closed"] and w.pending_steps() == {}
     w.roll()  # nothing open: nothing to do
     assert len(w.index.segments()) == 1
@@ -455,9 +459,9 @@ def test_a_failed_write_abandons_the_segment_and_the_next_episode_opens_a_new_on
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(segment, "write_episode", full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(EpisodeNotStoredError, match="robot arm's episode 1 .2 steps. was not stored: .*No space left"):
         w.add_episode(episode("arm", 1, 2))
-    assert w.index.count() == (2, 1) and w.episodes_committed == 1
+    assert w.index.count() == (2, 1) and w.episodes_committed == 1 and w.episodes_lost == 1
     assert w.add_episode(episode("arm", 2, 2)) == 1
     assert [s.name for s in w.index.segments()] == ["seg_000000", "seg_000001"]
 

@@ -159,3 +159,29 @@ def test_when_must_name_a_field_of_the_same_settings() -> None:
 
     with pytest.raises(TypeError, match="'nothing'"):
         from_mapping(Broken, {"x": 1}, where="f.yaml")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"name: caf\xe9\n", "not UTF-8 text: byte 0xe9 at line 1 (offset 9); save the file as UTF-8"),
+        (b"a: 1\nb: \xff\xfe\n", "not UTF-8 text: byte 0xff at line 2 (offset 8)"),
+        (
+            b"a: [1,\n  - 2\n",
+            "not valid YAML: expected the node content, but found '-' (while parsing a flow node) at line 2, column 3",
+        ),
+    ],
+)
+def test_an_unreadable_file_is_one_config_error_line(tmp_path, content: bytes, message: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "c.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as err:
+        load_yaml(path)
+    assert str(err.value).startswith(f"{path}: {message}")
+    assert "\n" not in str(err.value)
+
+
+def test_utf8_text_beyond_ascii_is_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "c.yaml"
+    path.write_bytes("name: café\n".encode())
+    assert load_yaml(path) == {"name": "café"}

@@ -1,17 +1,24 @@
-"""`user bringup`: a two-node deployment as separate processes, stopped by SIGINT within 5 s."""
+"""`user bringup`: deployments as separate processes: started, supervised (respawns, their limit and its reset,
+configuration errors, start deadlines, required nodes) and stopped by SIGINT, all nodes at once."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import signal
 import subprocess
-import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from test.conftest import free_port, user_cmd, wait_until
 
+START_S = 60.0  # a small deployment's nodes running, on a loaded 2-core machine
 
-def _deployment(tmp_path: Path, endpoint: str, extra_node: str = "") -> Path:
+
+def _deployment(tmp_path: Path, endpoint: str, extra_node: str = "", talker: str = "") -> Path:
     path = tmp_path / "two_nodes.yaml"
     path.write_text(
         f"""name: two_nodes
@@ -23,7 +30,7 @@ nodes:
   - name: talker
     kind: talker
     params: {{topic: /two_nodes, rate_hz: 20.0}}
-  - name: listener
+{talker}  - name: listener
     kind: listener
     params: {{topic: /two_nodes}}
 {extra_node}"""
@@ -41,44 +48,110 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
-def _child_pids(log: str) -> list[int]:
-    return [int(line.split("(pid ")[1].split(")")[0]) for line in log.splitlines() if "(pid " in line]
+class Bringup:
+    """`user bringup CONFIG` with its console output in a file."""
+
+    def __init__(self, config: Path, tmp_path: Path) -> None:
+        self.out = tmp_path / "bringup.out"
+        with open(self.out, "wb") as f:
+            self.proc = subprocess.Popen(
+                user_cmd("bringup", str(config), "--run-dir", str(tmp_path / "run")),
+                stdout=f,
+                stderr=subprocess.STDOUT,
+            )
+
+    def text(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def wait_for(self, fragment: str, timeout_s: float = START_S, count: int = 1) -> bool:
+        return wait_until(lambda: self.text().count(fragment) >= count, timeout_s, 0.05)
+
+    def pids(self) -> dict[str, list[int]]:
+        """Every pid each child had, in start order."""
+        found: dict[str, list[int]] = {}
+        for name, pid in re.findall(r"started (\S+) \(pid (\d+)\)", self.text()):
+            found.setdefault(name, []).append(int(pid))
+        return found
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(60)
 
 
-def test_bringup_starts_router_and_nodes_and_sigint_stops_all(tmp_path: Path) -> None:
-    endpoint = f"tcp/127.0.0.1:{free_port()}"
-    out = tmp_path / "bringup.out"
-    with open(out, "wb") as f:
-        proc = subprocess.Popen(
-            user_cmd("bringup", str(_deployment(tmp_path, endpoint)), "--run-dir", str(tmp_path / "run")),
-            stdout=f,
-            stderr=subprocess.STDOUT,
-        )
+@pytest.fixture
+def bringup(tmp_path: Path) -> Iterator[Callable[[Path], Bringup]]:
+    runs: list[Bringup] = []
+
+    def start(config: Path) -> Bringup:
+        runs.append(Bringup(config, tmp_path))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait(10)
+        for pids in run.pids().values():
+            for pid in pids:
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _says(log: Path, fragment: str) -> bool:
+    return log.exists() and fragment in log.read_text(errors="replace")
+
+
+def _logged_at(text: str, fragment: str) -> float:
+    """The ROS-format timestamp of the first log line containing `fragment`."""
+    line = next(line for line in text.splitlines() if fragment in line)
+    return float(line.split("] [", 1)[1].split("]", 1)[0])
+
+
+def test_bringup_starts_router_and_nodes_and_sigint_stops_all(
+    bringup: Callable[[Path], Bringup], tmp_path: Path
+) -> None:
+    run = bringup(_deployment(tmp_path, f"tcp/127.0.0.1:{free_port()}"))
     listener_log = tmp_path / "logs" / "listener.log"
-    try:
-        assert wait_until(lambda: listener_log.exists() and "I heard" in listener_log.read_text(), 30.0), (
-            out.read_text()
-        )
-        pids = _child_pids(out.read_text())
-        assert len(pids) == 3  # router, talker, listener
-        start = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(10)
-        elapsed = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = out.read_text()
+    assert wait_until(lambda: listener_log.exists() and "I heard" in listener_log.read_text(), START_S), run.text()
+    assert run.wait_for("talker is running") and run.wait_for("listener is running"), run.text()
+    pids = [pid for pids in run.pids().values() for pid in pids]
+    assert len(pids) == 3  # router, talker, listener
+    code = run.stop()
+    text = run.text()
     assert code == 0, text
-    assert elapsed < 5.0, text
-    # ordered shutdown: listener (started last) stops before talker, the router last
-    assert text.index("stopped listener") < text.index("stopped talker") < text.index("stopped the Zenoh router")
+    assert "stopped listener (exit code 0)" in text and "stopped talker (exit code 0)" in text
+    assert text.index("stopped talker") < text.index("stopped the Zenoh router")  # the router last
+    assert "SIGTERM" not in text  # every node honoured SIGINT within its allowance
     assert not any(_alive(pid) for pid in pids)
     assert "Publishing" in (tmp_path / "logs" / "talker.log").read_text()
+    assert (tmp_path / "logs" / "talker.status").read_text().startswith("running")
 
 
-def test_failing_node_is_respawned_then_given_up(tmp_path: Path) -> None:
-    endpoint = f"tcp/127.0.0.1:{free_port()}"
+def test_ctrl_c_signals_every_node_at_once(bringup: Callable[[Path], Bringup], tmp_path: Path) -> None:
+    """A frozen node (the last started, so the first to be stopped) does not hold the others' SIGINT back until
+    it is killed: each node stops within its own allowance, and Ctrl-C takes the longest of them, not their sum."""
+    frozen = "  - {name: frozen, kind: listener, params: {topic: /elsewhere}, shutdown_timeout_s: 2.0}\n"
+    run = bringup(_deployment(tmp_path, f"tcp/127.0.0.1:{free_port()}", frozen))
+    logs = tmp_path / "logs"
+    for name in ("talker", "listener", "frozen"):
+        assert wait_until(functools.partial(_says, logs / f"{name}.log", "running"), START_S), run.text()
+    (frozen_pid,) = run.pids()["frozen"]
+    os.kill(frozen_pid, signal.SIGSTOP)
+    code = run.stop()
+    text = run.text()
+    gave_up = _logged_at(text, "frozen did not stop")
+    for name in ("talker", "listener"):
+        node_log = (logs / f"{name}.log").read_text()
+        assert _logged_at(node_log, "shutting down") < gave_up, f"{name} was signalled only after frozen was given up"
+        assert f"{name} did not stop" not in text
+    assert code == 1, text  # the frozen node had to be killed: not a clean stop
+    assert "stopped frozen (exit code -9)" in text and "frozen did not stop within 2.0 s of SIGINT" in text
+    assert "stopped listener (exit code 0)" in text and "stopped talker (exit code 0)" in text
+
+
+def test_a_node_with_a_bad_setting_is_not_respawned_its_reason_is_on_the_console_and_bringup_exits_1(
+    bringup: Callable[[Path], Bringup], tmp_path: Path
+) -> None:
     broken = """  - name: broken
     kind: talker
     params: {rate_hz: -1.0}
@@ -86,24 +159,98 @@ def test_failing_node_is_respawned_then_given_up(tmp_path: Path) -> None:
     respawn_delay_s: 0.1
     max_respawns: 2
 """
-    out = tmp_path / "bringup.out"
-    with open(out, "wb") as f:
-        proc = subprocess.Popen(
-            user_cmd("bringup", str(_deployment(tmp_path, endpoint, broken)), "--run-dir", str(tmp_path / "run")),
-            stdout=f,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        assert wait_until(lambda: "broken exited with code 2\n" in out.read_text(), 40.0), out.read_text()
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = out.read_text()
-    assert text.count("respawning") == 2
-    assert code == 1  # a node failed for good: the run is reported as failed
-    assert "below the minimum" in (tmp_path / "logs" / "broken.log").read_text()
+    run = bringup(_deployment(tmp_path, f"tcp/127.0.0.1:{free_port()}", broken))
+    code = run.proc.wait(120)  # it stops by itself: a required node is gone for good
+    text = run.text()
+    assert code == 1, text
+    line = (
+        "broken exited with code 2 (configuration error): parameters of node 'broken': rate_hz: -1.0 is below the "
+        "minimum 0.01; not respawned: the same configuration fails the same way; it is required: stopping the "
+        "deployment"
+    )
+    assert [x.split("]: ", 1)[1] for x in text.splitlines() if "broken exited" in x] == [line], text
+    assert "respawning" not in text and len(run.pids()["broken"]) == 1
+    assert "stopped listener" in text and "stopped the Zenoh router" in text
+
+
+def test_an_optional_node_gone_for_good_leaves_the_rest_running(
+    bringup: Callable[[Path], Bringup], tmp_path: Path
+) -> None:
+    broken = "  - {name: broken, kind: talker, params: {rate_hz: -1.0}, required: false}\n"
+    run = bringup(_deployment(tmp_path, f"tcp/127.0.0.1:{free_port()}", broken))
+    assert run.wait_for("it is optional: the rest runs on"), run.text()
+    listener_log = tmp_path / "logs" / "listener.log"
+    heard = listener_log.read_text().count("I heard")
+    assert wait_until(lambda: listener_log.read_text().count("I heard") > heard + 2, START_S), run.text()
+    assert run.proc.poll() is None
+    assert run.stop() == 1  # it ran on, and still says that a node failed
+
+
+def test_the_respawn_count_resets_after_a_healthy_period(bringup: Callable[[Path], Bringup], tmp_path: Path) -> None:
+    talker = "    respawn: true\n    respawn_delay_s: 0.1\n    max_respawns: 1\n    respawn_reset_s: 1.0\n"
+    run = bringup(_deployment(tmp_path, f"tcp/127.0.0.1:{free_port()}", talker=talker))
+    assert run.wait_for("talker is running"), run.text()
+    os.kill(run.pids()["talker"][0], signal.SIGKILL)
+    assert run.wait_for("talker exited with signal SIGKILL; respawning in 0.1 s (respawn 1 of 1)"), run.text()
+    assert run.wait_for("talker has run 1 s since its start: its respawn count is reset"), run.text()
+    os.kill(run.pids()["talker"][1], signal.SIGKILL)  # without the reset, the limit of 1 would be used up
+    assert run.wait_for("respawning in 0.1 s (respawn 1 of 1)", count=2), run.text()
+    assert run.wait_for("talker is running", count=3), run.text()
+    assert len(run.pids()["talker"]) == 3
+    assert run.stop() == 0, run.text()
+
+
+def test_a_killed_router_is_started_again_and_the_nodes_talk_through_it_again(
+    bringup: Callable[[Path], Bringup], tmp_path: Path
+) -> None:
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    run = bringup(_deployment(tmp_path, endpoint))
+    assert run.wait_for("listener is running"), run.text()
+    os.kill(run.pids()["router"][0], signal.SIGKILL)
+    assert run.wait_for("the Zenoh router exited with code -9; starting it again"), run.text()
+    assert run.wait_for("started router", count=2), run.text()
+    # a newcomer finds the talker through the new router (the nodes reconnected to it)
+    env = {**os.environ, "USER_ZENOH_ROUTER": endpoint}
+    echo = subprocess.run(
+        user_cmd("topic", "echo", "/two_nodes", "std_msgs/msg/String", "--once", "--timeout", "30"),
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert echo.returncode == 0 and echo.stdout.startswith(b"data: "), echo.stderr.decode()
+    assert run.proc.poll() is None and len(run.pids()["talker"]) == 1  # the nodes were not restarted
+    assert run.stop() == 0, run.text()
+
+
+def test_a_node_that_does_not_report_running_in_time_is_stopped(
+    bringup: Callable[[Path], Bringup], tmp_path: Path
+) -> None:
+    late = "  - {name: late, kind: listener, params: {topic: /elsewhere}, start_timeout_s: 0.1}\n"
+    run = bringup(_deployment(tmp_path, f"tcp/127.0.0.1:{free_port()}", late))
+    code = run.proc.wait(120)
+    text = run.text()
+    assert code == 1, text
+    assert "late did not report running within 0.1 s (its start_timeout_s); stopping it" in text
+    assert "late exited with" in text and "after it did not report running within 0.1 s; not respawned" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"name: caf\xe9\nnodes: []\n", "not UTF-8 text: byte 0xe9 at line 1 (offset 9)"),
+        (b"name: x\nnodes: [\n  - a: b\n", "not valid YAML: expected the node content, but found '-'"),
+    ],
+)
+def test_an_unreadable_deployment_file_is_one_line(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(content)
+    proc = subprocess.run(
+        user_cmd("bringup", str(path), "--run-dir", str(tmp_path / "run")), capture_output=True, timeout=60
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1 and f"{path}: {message}" in lines[0], proc.stderr.decode()
+    assert not (tmp_path / "run").exists()
 
 
 def test_bad_deployment_is_refused_naming_key_and_file(tmp_path: Path) -> None:

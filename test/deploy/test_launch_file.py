@@ -16,10 +16,12 @@ from user.config.flat import unflatten
 from user.config.strict import ConfigError, from_mapping
 from user.deploy.commands import launches
 from user.deploy.deployment import load
+from user.deploy.respawn import NodeLife
 from user.deploy.ros_launch import prepare
 from user.deploy.run_dir import bind
 from user.runtime.kinds import load_kind
 from user.runtime.runner import ENV_SHUTDOWN_DEADLINE
+from user.runtime.status import ENV_STATUS_FILE, write_status
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -95,3 +97,34 @@ def test_both_launchers_give_each_node_the_same_settings(path: Path, tmp_path: P
         over_ros = from_mapping(spec, decode(ros_params(spec), r.parameters), where=z.name)
         assert over_ros == from_mapping(spec, unflatten(z.parameters), where=z.name)
         assert r.launch.env == z.env
+
+
+def test_each_node_writes_its_status_where_the_launch_file_reads_it(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: x\nnodes:\n  - {name: t, kind: talker, start_timeout_s: 2.0}\n")
+    run_dir, (talker,) = prepare(str(path), str(tmp_path / "run"), False, [])
+    assert talker.status_file == run_dir / "logs" / "t.status" and talker.status_file.parent.is_dir()
+    assert talker.env[ENV_STATUS_FILE] == str(talker.status_file)
+    assert {k: v for k, v in talker.env.items() if k != ENV_STATUS_FILE} == talker.launch.env
+    assert talker.start_check_s == 2.5
+
+    life = NodeLife(talker.launch)
+    life.started(0.0)
+    assert talker.exit_reason() == ""  # nothing written yet
+    write_status("config-error", "parameters of node 't': rate_hz: -1.0 is below the minimum", talker.status_file)
+    assert talker.exit_reason() == "parameters of node 't': rate_hz: -1.0 is below the minimum"
+    assert talker.late_start(life, 2.5) == "t did not report running within 2 s; stopping it"
+    assert talker.late_start(life, 3.0) is None  # said once
+
+    life.started(10.0)
+    write_status("running", "", talker.status_file)
+    assert talker.late_start(life, 12.5) is None and life.running
+    assert talker.exit_reason() == ""  # a node that ran and was killed gave no reason
+
+
+def test_a_non_utf8_deployment_fails_the_launch_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "deployment.yaml"
+    path.write_bytes(b"name: caf\xe9\nnodes: []\n")
+    with pytest.raises(ConfigError) as err:
+        prepare(str(path), str(tmp_path / "run"), False, [])
+    assert str(err.value) == f"{path}: not UTF-8 text: byte 0xe9 at line 1 (offset 9); save the file as UTF-8"
+    assert not (tmp_path / "run").exists()

@@ -97,14 +97,15 @@ def test_a_node_is_respawned_up_to_its_limit(tmp_path: Path) -> None:
     config = tmp_path / "respawn.yaml"
     config.write_text(
         "name: respawn\nnodes:\n"
-        "  - {name: talker, kind: talker, respawn: true, respawn_delay_s: 0.2, max_respawns: 1}\n"
+        "  - {name: talker, kind: talker, respawn: true, respawn_delay_s: 0.2, max_respawns: 1, required: false}\n"
         "  - {name: listener, kind: listener}\n"
     )
     with launched(tmp_path / "launch.log", f"config:={config}", f"run_dir:={tmp_path / 'run'}") as run:
         assert run.wait_for(r"I heard", START_S), run.output()
         first = run.pids()["user_node-1"]
         os.kill(first, signal.SIGKILL)
-        assert run.wait_for(r"talker exited with code -9; respawning in 0\.2 s", 20.0), run.output()
+        respawning = r"talker exited with signal SIGKILL; respawning in 0\.2 s \(respawn 1 of 1\)"
+        assert run.wait_for(respawning, 20.0), run.output()
         assert run.wait_for(r"process started with pid \[\d+\]", 5.0)
         deadline = time.monotonic() + 30.0
         while len(run.pids()) < 3 and time.monotonic() < deadline:  # the respawned talker is user_node-3
@@ -113,10 +114,34 @@ def test_a_node_is_respawned_up_to_its_limit(tmp_path: Path) -> None:
         assert second and second != first, run.output()
         assert run.wait_for(r"talker.*running", 30.0)
         os.kill(second, signal.SIGKILL)
-        assert run.wait_for(r"talker exited with code -9; not respawned", 20.0), run.output()
+        gone = r"talker exited with signal SIGKILL; not respawned \(gave up after 1 respawns\); it is optional"
+        assert run.wait_for(gone, 20.0), run.output()
         time.sleep(1.0)
         assert len(run.pids()) == 3  # no third talker
+        assert run.proc.poll() is None  # an optional node: the rest runs on
         run.stop()
+
+
+def test_a_configuration_error_is_not_respawned_and_ends_the_launch_with_its_reason(tmp_path: Path) -> None:
+    """A setting only the node itself can check (its classifier file is missing): exit code 2, the reason in one
+    line, no respawn although `respawn` is set, and the launch ends with code 1 (the node is required)."""
+    config = tmp_path / "broken.yaml"
+    config.write_text(
+        "name: broken\nnodes:\n"
+        "  - {name: listener, kind: listener}\n"
+        "  - {name: judge, kind: reward, respawn: true, respawn_delay_s: 0.1,\n"
+        f"     params: {{robot_id: a, source: classifier, classifier_path: {tmp_path / 'missing.pt'}}}}}\n"
+    )
+    with launched(tmp_path / "launch.log", f"config:={config}", f"run_dir:={tmp_path / 'run'}") as run:
+        code = run.proc.wait(START_S)
+        out = run.output()
+    assert code == 1, out
+    assert re.search(
+        r"judge exited with code 2 \(configuration error\): classifier_path '.*missing\.pt'.*; not respawned: the "
+        r"same configuration fails the same way; it is required: stopping the deployment",
+        out,
+    ), out
+    assert "respawning" not in out and len(re.findall(r"process started with pid", out)) == 2
 
 
 def test_the_default_deployment_runs_on_rclpy(tmp_path: Path) -> None:

@@ -3,21 +3,34 @@ training phases sized by the update-to-data ratio, counters, publication through
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from test.buffer import factories as f
 from test.conftest import wait_until
+from test.sync.loopback import Loopback
+from user.algorithms.base import TrainingStats
 from user.algorithms.hg_dagger import HGDaggerConfig
 from user.algorithms.rlpd import RLPDConfig
 from user.algorithms.sac import SACConfig
+from user.buffer.batch import TransitionBatch
 from user.buffer.config import BufferConfig, SamplerConfig
 from user.learner.config import LearningConfig, PacingConfig
-from user.learner.session import LearningSession, SessionConfig, SyncSchedule, learner_buffer_config
+from user.learner.session import (
+    LearningSession,
+    SessionConfig,
+    SyncSchedule,
+    TrainingHaltedError,
+    learner_buffer_config,
+)
 from user.policies.mlp import MLPPolicyConfig
+from user.runtime.node import Node
+from user.sync.publisher import WeightPublisher
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -147,3 +160,79 @@ def test_a_resumed_session_continues_counts_sampler_and_limiter(tmp_path: Path) 
         assert again.buffer.sampler.state_dict() == first.buffer.sampler.state_dict()
     finally:
         again.close()
+
+
+# ---- divergence (issue 13, finding 1: a NaN loss poisoned the published policy, and no node said so) ---------
+
+
+def _diverging(session: LearningSession, *, after: int, poison: bool = False) -> None:
+    """From update call `after` on, the algorithm reports a loss that is not finite (or, with `poison`, finite
+    statistics over weights that are not)."""
+    update = session.algorithm.update
+    calls = [0]
+
+    def diverging(batch: TransitionBatch) -> TrainingStats:
+        stats = update(batch)
+        calls[0] += 1
+        if calls[0] < after:
+            return stats
+        if poison:
+            with torch.no_grad():
+                next(session.policy.actor.parameters()).view(-1)[0] = float("nan")
+            return stats
+        return replace(stats, losses={**stats.losses, "critic": float("nan")})
+
+    session.algorithm.update = diverging  # type: ignore[method-assign]
+
+
+def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_loss_that_is_not_finite_halts_publication_and_checkpoints_once_and_loudly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = _session(tmp_path, "sync", updates_per_step=0.5)
+    sink = Sink()
+    _diverging(session, after=3)
+    try:
+        assert session.start(sink) == 1
+        for t in f.episode("r", 0, steps=12, images=False):
+            session.add(t)
+        assert wait_until(lambda: session.halted is not None, 10.0)
+        assert session.halted == "training diverged at update call 3: loss/critic = nan"
+        for t in f.episode("r", 1, steps=12, images=False):  # more data: still nothing published
+            session.add(t)
+        assert wait_until(lambda: session.trainer.counters.update_calls >= 3 and session._sync_work.empty(), 10.0)
+        assert sink.version == 1 and session.counters.policy_version == 1
+        assert session.report().values["publishing_halted"] == 1.0
+        with pytest.raises(TrainingHaltedError, match="no checkpoint written: training diverged at update call 3"):
+            session.save_checkpoint()
+    finally:
+        session.close()
+    assert not (tmp_path / "checkpoints" / "latest.pt").exists()  # no checkpoint of the poisoned policy
+    (alarm,) = [m for m in _errors(caplog) if "weights are no longer published" in m]
+    assert alarm.startswith("training diverged at update call 3: loss/critic = nan; weights are no longer published")
+    assert "robots keep acting with version 1" in alarm
+
+
+def test_weights_the_publisher_refuses_halt_publication_and_keep_the_last_good_version(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = _session(tmp_path, "async", updates_per_step=1.0)
+    net = Loopback()
+    publisher = WeightPublisher(Node(net.bus("learner")), session.policy, policy_id="p", topic="/w", every_k_updates=1)
+    _diverging(session, after=2, poison=True)
+    try:
+        assert session.start(publisher) == 1
+        for t in f.episode("r", 0, steps=12, images=False):
+            session.add(t)
+        assert wait_until(lambda: session.halted is not None, 20.0)
+        assert publisher.version == session.counters.policy_version == 2  # the update before the poisoned one
+        name = session.policy.weight_spec.names[0]
+        assert session.halted == f"weights of policy 'p' version 3 not published: weights.{name} are not finite " + (
+            f"(1 of {session.policy.weight_spec.numel} values)"
+        )
+    finally:
+        session.close()
+    assert len([m for m in _errors(caplog) if "weights are no longer published" in m]) == 1

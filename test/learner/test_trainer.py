@@ -3,6 +3,8 @@ calls asked for, and the accounting of busy and idle time adds up."""
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from pathlib import Path
 
@@ -11,10 +13,11 @@ import pytest
 
 from test.buffer import factories as f
 from test.conftest import wait_until
-from user.buffer.config import BufferConfig, RateLimiterConfig
+from user.buffer.config import BufferConfig, RateLimiterConfig, StorageConfig
 from user.buffer.replay import ReplayBuffer
+from user.buffer.storage import segment_path
 from user.learner.config import LearningConfig
-from user.learner.trainer import Trainer
+from user.learner.trainer import Trainer, TrainingDataError
 from user.policies.mlp import MLPPolicyConfig
 
 pytestmark = pytest.mark.timeout(60)
@@ -130,4 +133,98 @@ def test_the_policy_sees_the_state_columns_the_batch_names_without_a_buffer_read
         assert batch.state_names == ("x0", "x1", "x2", "x3", "x4")
         stored = np.stack([buf.storage.get([int(i)])[0].observation.state for i in batch.indices])
         assert np.array_equal(batch.state, stored[:, kept])
+    buf.close()
+
+
+# ---- issue 13, finding 6: unreadable stored data ---------------------------------------------------------
+
+
+def _disk_buffer(path: Path, *, prefetch: int, episodes: int = 3) -> ReplayBuffer:
+    """A buffer of `episodes` 10-step episodes in one closed segment, read from disk on every sample (no cache)."""
+    limiter = RateLimiterConfig(samples_per_insert=0.0, min_size=10, error_buffer=BATCH)
+    storage = StorageConfig(cache_size=0, fsync="never")
+    buf = ReplayBuffer.open(
+        path, BufferConfig(rate_limiter=limiter, batch_size=BATCH, prefetch=prefetch, storage=storage)
+    )
+    _fill(buf, episodes)
+    assert buf.writer is not None
+    buf.writer.roll()
+    return buf
+
+
+def _damage(buf: ReplayBuffer, index: int) -> None:
+    """Overwrite the first byte of stored transition `index`'s record (a bad sector under one message)."""
+    [row] = buf.storage.index.transitions(index, index + 1)
+    [seg] = [s for s in buf.storage.index.segments() if s.id == row.segment_id]
+    with open(segment_path(buf.storage.directory, seg.name), "r+b") as f:
+        f.seek(row.offset)
+        f.write(b"\xff")
+
+
+def _trainer(buf: ReplayBuffer, **kwargs: object) -> Trainer:
+    learning = _learning()
+    return Trainer(learning.build_algorithm(learning.build_policy()), buf, learning.state_selector(), **kwargs)  # type: ignore[arg-type]
+
+
+def _skipped_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("skipped a batch")]
+
+
+def test_a_batch_with_an_unreadable_transition_is_skipped_and_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sync path: most batches of 32 out of 30 transitions draw the damaged one; each is skipped and counted,
+    the cause (file, byte) is logged once, and every update asked for is still done."""
+    buf = _disk_buffer(tmp_path / "b", prefetch=0)
+    _damage(buf, 7)
+    trainer = _trainer(buf)
+    with caplog.at_level(logging.ERROR, logger="user.learner"):
+        assert trainer.train(5, timeout_s=30.0) == 5
+    assert trainer.counters.update_calls == 5 and trainer.failed is None
+    assert trainer.unreadable_batches >= 2  # drawn again and again (seeded sampler) ...
+    [line] = _skipped_lines(caplog)  # ... and said once
+    assert "CorruptRecordError" in line and "bad record at byte" in line and "opcode 0xff" in line
+    buf.close()
+
+
+def test_the_training_thread_survives_an_unreadable_transition(tmp_path: Path) -> None:
+    """issue 13, finding 6: one unreadable stored transition killed the training thread (through the prefetch
+    worker, which then raised the same error for ever) while the learner process stayed up."""
+    buf = _disk_buffer(tmp_path / "b", prefetch=2)
+    _damage(buf, 12)
+    trainer = _trainer(buf, sample_timeout_s=0.05)
+    trainer.start_async()
+    try:
+        wait_until(lambda: trainer.counters.update_calls >= 10 or not trainer.running, 30.0)
+        assert trainer.failed is None and trainer.running and trainer.counters.update_calls >= 10
+        assert trainer.unreadable_batches >= 1
+    finally:
+        assert trainer.stop()
+        buf.close()
+
+
+def test_training_stops_visibly_when_batch_after_batch_cannot_be_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every record gone (the segment cut short): after N unreadable batches in a row the thread stops with a
+    TrainingDataError in `failed`, one error line, and `on_failure` told; a sync call raises it."""
+    buf = _disk_buffer(tmp_path / "b", prefetch=2)
+    [seg] = buf.storage.index.segments()
+    os.truncate(segment_path(buf.storage.directory, seg.name), 100)
+    told: list[BaseException] = []
+    trainer = _trainer(buf, sample_timeout_s=0.05, on_failure=told.append, max_unreadable_in_a_row=4)
+    with caplog.at_level(logging.ERROR, logger="user.learner"):
+        trainer.start_async()
+        assert wait_until(lambda: not trainer.running, 30.0)
+    assert isinstance(trainer.failed, TrainingDataError) and told == [trainer.failed]
+    assert str(trainer.failed).startswith("4 batches in a row could not be read from the buffer (last: Truncated")
+    assert trainer.unreadable_batches == 4 and trainer.counters.update_calls == 0
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("training stopped")] == [
+        f"training stopped: {trainer.failed}"
+    ]
+    trainer.stop()
+    sync = _trainer(buf, max_unreadable_in_a_row=3)
+    with pytest.raises(TrainingDataError, match="^3 batches in a row"):
+        sync.train(2, timeout_s=30.0)
+    assert isinstance(sync.failed, TrainingDataError)
     buf.close()

@@ -4,13 +4,16 @@ store as they came are encoded afresh. Over real Zenoh, live and re-sent episode
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from test.buffer.factories import episode
+from test.buffer import factories
 from test.conftest import wait_until
 from user.buffer.segments import TRANSITION_TYPE, Position
 from user.bus.zenoh_bus import ZenohBus
@@ -42,6 +45,15 @@ def learner(make_bus: Callable[..., ZenohBus], tmp_path: Path) -> Iterator[Any]:
     node = LearnerNode(make_bus("learner", params))
     yield node
     node.destroy()
+
+
+def episode(robot: str, episode_id: int, steps: int) -> list[Transition]:
+    """The buffer tests' episode with its actions inside the normalised action space [-1, 1] (the learner's door
+    refuses others)."""
+    return [
+        replace(t, action=replace(t.action, data=t.action.data / steps))
+        for t in factories.episode(robot, episode_id, steps)
+    ]
 
 
 def _encode(t: Transition) -> bytes:
@@ -149,3 +161,85 @@ def test_an_episode_a_reset_cut_short_is_stored_truncated_and_acknowledged(
     )
     stored = [t for _, t in _stored(learner)]
     assert [t.step for t in stored] == [0, 1, 2] and [t.truncated for t in stored] == [False, False, True]
+
+
+# ---- the door (issue 13: nothing bad gets in) ---------------------------------------------------------
+
+
+def _refusal_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused ")]
+
+
+def test_a_forged_episode_with_values_that_are_not_finite_is_refused_once_and_never_stored(
+    learner: Any, make_bus: Callable[..., ZenohBus], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 1: a forged 1-step episode with NaN values on the replay topic was stored (and poisoned the critic)."""
+    caplog.set_level(logging.INFO)
+    (forged,) = episode(ROBOT, 900002, 1)
+    forged = replace(forged, observation=replace(forged.observation, state=np.full(7, np.nan, np.float32)))
+    real = episode(ROBOT, 4, 2)
+    _publish(make_bus, f"/{ROBOT}/transitions/replay", [_encode(forged)] * 3 + [_encode(t) for t in real])
+    assert wait_until(lambda: learner.replayed_episodes == 1, 20.0)  # the real re-send after the forged ones
+    assert not learner.session.buffer.has_episode(ROBOT, 900002)
+    assert [(t.episode_id, t.step) for _, t in _stored(learner)] == [(4, 0), (4, 1)]
+    assert learner.refusals.counts == {"observation.state is not finite": 3}
+    assert _refusal_lines(caplog) == [  # one line for three refusals of one cause
+        f"refused transition on /{ROBOT}/transitions/replay (episode 900002 step 0): observation.state is not "
+        "finite (7 of 7 values, first nan at index 0)"
+    ]
+    assert learner.rejected == 0
+
+
+def test_a_reward_that_is_not_finite_is_refused_before_the_buffer_and_the_episode_in_progress_is_kept(
+    learner: Any, make_bus: Callable[..., ZenohBus], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 2: a NaN reward reached the segment before SQLite refused it (verify failed for good), and the
+    robot's real episode in progress was dropped."""
+    caplog.set_level(logging.INFO)
+    real = episode(ROBOT, 3, 5)
+    other = replace(episode(ROBOT, 7, 1)[0], reward=float("nan"))  # another episode: would end the real one
+    same = replace(real[2], reward=float("inf"))  # the step due next, with a bad reward
+    sent = [*real[:2], other, same, *real[2:]]
+    _publish(make_bus, f"/{ROBOT}/transitions", [_encode(t) for t in sent])
+    assert wait_until(lambda: learner.session.counters.episodes == 1, 20.0)
+    stored = [t for _, t in _stored(learner)]
+    assert [_encode(t) for t in stored] == [_encode(t) for t in real]  # stored whole, as sent
+    assert learner.refusals.counts == {"reward is not finite": 2}
+    assert len(_refusal_lines(caplog)) == 1 and "reward is not finite (nan)" in _refusal_lines(caplog)[0]
+    report = learner.session.buffer.verify()
+    assert report.ok and report.transitions == 5, report.problems
+    assert not learner.session.buffer.has_episode(ROBOT, 7) and learner.rejected == 0
+
+
+REFUSED: dict[str, Callable[[Transition], Transition]] = {  # cause -> how a real transition is changed to get it
+    "observation.robot_id names another robot": lambda t: replace(
+        t, observation=replace(t.observation, robot_id="franka_right")
+    ),
+    "action.data is out of range": lambda t: replace(t, action=replace(t.action, data=np.full(4, 1.5, np.float32))),
+    "action.data has the wrong length": lambda t: replace(t, action=replace(t.action, data=np.zeros(6, np.float32))),
+    "next_observation.episode_id does not match the transition": lambda t: replace(
+        t, next_observation=replace(t.next_observation, episode_id=8)
+    ),
+}
+
+
+@pytest.mark.parametrize("cause", list(REFUSED))
+def test_transitions_the_door_refuses_are_counted_per_cause(
+    learner: Any, make_bus: Callable[..., ZenohBus], cause: str
+) -> None:
+    real = episode(ROBOT, 2, 2)
+    _publish(make_bus, f"/{ROBOT}/transitions", [_encode(real[0]), _encode(REFUSED[cause](real[1])), _encode(real[1])])
+    assert wait_until(lambda: learner.session.counters.episodes == 1, 20.0)
+    assert learner.refusals.counts == {cause: 1} and len(learner.session.buffer) == 2
+
+
+def test_an_episode_event_for_another_robot_on_this_robot_s_topic_is_refused(
+    learner: Any, make_bus: Callable[..., ZenohBus]
+) -> None:
+    bus = make_bus("robot")
+    events = bus.create_publisher(f"/{ROBOT}/episode_events", "user/msg/EpisodeEvent")
+    assert wait_until(lambda: bus.count_subscribers(f"/{ROBOT}/episode_events") >= 1, 10.0)
+    forged = EpisodeEvent("franka_right", "peg_insertion", 0, EpisodeKind.END, 0, steps=1)
+    events.publish(CODEC.encode(episode_event_to_msg(forged, CODEC)))
+    assert wait_until(lambda: learner.refusals.total == 1, 10.0)
+    assert learner.refusals.counts == {"event.robot_id names another robot": 1}

@@ -79,6 +79,8 @@ def test_async_pipeline_versions_demos_and_resume(
     caplog.set_level(logging.INFO)
     assert wait_until(lambda: rollout.weights.version >= 4 and learner.session.counters.episodes >= DEMOS + 3, 90.0)
     assert robot_node.failed is None and learner.session.trainer.failed is None and learner.rejected == 0
+    assert learner.refusals.total == 0 and rollout.refusals.total == 0  # the doors let every real message in
+    assert rollout.weights.rejected == 0 and learner.session.halted is None
     assert any("learner:" in line and "policy v" in line for line in monitor.lines)
     assert np.isfinite(rollout.latency_percentile(99))
     reports = [r.getMessage() for r in caplog.records if "observation -> action p50" in r.getMessage()]
@@ -125,6 +127,7 @@ def test_sync_mode_trains_between_episodes_while_the_robot_waits(nodes: Callable
     nodes(RobotNode, "robot", _robot_params(robot, auto_reset=False))
     assert wait_until(lambda: learner.session.counters.episodes >= DEMOS + 4, 90.0)
     assert learner.session.trainer.failed is None and learner.rejected == 0 and rollout.answered > 0
+    assert learner.refusals.total == 0 and rollout.refusals.total == 0
 
     buf = learner.session.buffer
     online = buf.get(buf.query(TransitionQuery(is_demo=False)))
@@ -155,7 +158,7 @@ def test_interventions_are_flagged_stored_and_imitated_by_hg_dagger(nodes: Calla
     params = _learner_params(robot, tmp_path / "run", publish_every=20, updates_per_step=2.0)
     params["learning"] = learning
     learner = nodes(LearnerNode, "learner", params)
-    nodes(RolloutNode, "rollout", {"robots": [robot], "learning": learning, "deterministic": True})
+    rollout = nodes(RolloutNode, "rollout", {"robots": [robot], "learning": learning, "deterministic": True})
     nodes(ExpertNode, "human", {"robot_id": robot, "task": "peg_insertion", "role": "human",
                                 "steps": list(range(20))})  # fmt: skip
     nodes(RobotNode, "robot", _robot_params(robot))
@@ -163,6 +166,7 @@ def test_interventions_are_flagged_stored_and_imitated_by_hg_dagger(nodes: Calla
         lambda: learner.session.trainer.counters.update_calls >= 300 and learner.session.counters.episodes >= 3, 90.0
     )
     assert learner.session.trainer.failed is None
+    assert learner.refusals.total == 0 and rollout.refusals.total == 0  # human actions pass the door too
 
     buf = learner.session.buffer
     flagged = buf.get(buf.query(TransitionQuery(intervened=True)))

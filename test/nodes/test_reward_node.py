@@ -37,7 +37,7 @@ from user.nodes.reward import RewardNode
 from user.rewards.base import RewardStep
 from user.rewards.classifier import ClassifierConfig, SuccessClassifier
 from user.rewards.human import HumanPress, PressMode
-from user.rewards.online import HumanRewarder, StepRewarder
+from user.rewards.online import HumanRewarder, Outcome, StepRewarder
 from user.rewards.rule import RuleReward, RuleRewardConfig
 from user.runtime.node import Node
 
@@ -348,11 +348,11 @@ def test_rule_source_scores_the_next_observation(harness: Harness, caplog: pytes
     try:
         far = make_transition(harness.robot, 0, 0, 0, 100, position=(0.45, 0.0, 0.2))
         near = make_transition(harness.robot, 0, 1, 100, 200, position=TARGET)
-        broken = Transition(
-            near.observation,
+        broken = Transition(  # a state without the tool pose (valid at the door: finite, consistent)
+            replace(near.observation, state=np.zeros(3, np.float32)),
             near.action,
             0.0,
-            Observation(harness.robot, "reach", 0, 3, np.zeros(3, np.float32), at(300)),  # no tool pose
+            Observation(harness.robot, "reach", 0, 2, np.zeros(3, np.float32), at(300)),
             stamp_ns=at(300),
         )
         last = make_transition(harness.robot, 0, 2, 200, 300, position=TARGET, truncated=True)
@@ -508,3 +508,59 @@ def test_step_rewarder_terminal_mode_judges_the_outcome() -> None:
     assert out.success and out.terminated and not out.truncated and out.reward == pytest.approx(1.0)
     passthrough = StepRewarder(None)(end)
     assert (passthrough.reward, passthrough.truncated) == (0.25, True)
+
+
+# ---- the door (issue 13: nothing bad gets in) ---------------------------------------------------------
+
+
+def test_transitions_that_are_not_valid_are_refused_and_the_episode_goes_on(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    node = harness.start()
+    try:
+        sent = episode(harness.robot, 9, 3)
+        forged = replace(sent[1], reward=float("nan"))
+        other = replace(sent[1], observation=replace(sent[1].observation, robot_id="someone_else"))
+        harness.send(sent[0], forged, other, sent[1], sent[2])
+        out = harness.got(3)
+        assert keys(out) == keys(sent) and [t.reward for t in out] == [0.25] * 3
+        assert node.refusals.counts == {"reward is not finite": 1, "observation.robot_id names another robot": 1}
+        refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused transition")]
+        assert refused[0] == (
+            f"refused transition on /{harness.robot}/transitions (episode 9 step 1): reward is not finite (nan)"
+        )
+        harness.resend(forged)  # the replay path has the same door
+        assert wait_until(lambda: node.refusals.total == 3, WAIT_S)
+        assert node.replayed == 0 and harness.replayed == []
+    finally:
+        node.destroy()
+
+
+def test_a_reward_that_is_not_finite_is_never_forwarded(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = harness.start()
+    try:
+        monkeypatch.setattr(node, "scorer", lambda t: Outcome(float("inf"), False, t.terminated, t.truncated))
+        sent = episode(harness.robot, 2, 2)
+        harness.send(*sent)
+        assert wait_until(lambda: node.unscored == 2, WAIT_S)
+        assert harness.count() == 0 and node.published == 0
+        assert node.refusals.counts == {"reward is not finite": 2}
+        harness.resend(*sent)  # a re-send gets what was given: nothing
+        assert wait_until(lambda: node.received == 2, WAIT_S)
+    finally:
+        node.destroy()
+
+
+def test_a_press_with_a_reward_that_is_not_finite_is_refused(harness: Harness) -> None:
+    node = harness.start(source="human", latency_s=0.1)
+    try:
+        harness.press(at(50), reward=float("nan"))
+        harness.press(at(50), reward=1e30)
+        assert wait_until(lambda: node.bad_presses == 2, WAIT_S)
+        assert node.refusals.counts == {"press.reward is not finite": 1, "press.reward is out of range": 1}
+        harness.send(make_transition(harness.robot, 0, 0, 0, 100, truncated=True))
+        (out,) = harness.got(1)
+        assert out.reward == 0.0 and node.presses == 0
+    finally:
+        node.destroy()

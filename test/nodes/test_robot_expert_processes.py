@@ -3,10 +3,12 @@
 The robot (simulated Franka, button press, fast lockstep mode) publishes transitions and episode events
 that a subscriber in this test receives; episodes end with success. A scripted "human" (the expert in
 role human, for chosen steps) overrides the policy: exactly those steps carry intervened=True, source HUMAN.
+A robot node killed (kill -9) and started again continues its episode ids: no id twice, no demo redone.
 """
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import uuid
@@ -128,3 +130,43 @@ def test_scripted_human_overrides_exactly_the_chosen_steps(
         for t in steps:
             assert t.action.source == (SOURCE_HUMAN if t.step in human_steps else SOURCE_SCRIPTED)
     assert robot_proc.stop(signal.SIGTERM)[0] == 0, robot_proc.text()
+
+
+def _started_ids(proc: Proc) -> list[int]:
+    """Episode ids a robot process started, from its log."""
+    return [int(m) for m in re.findall(r"episode (\d+) started", proc.text())]
+
+
+def test_a_robot_killed_mid_run_continues_its_episode_ids_after_a_respawn(
+    procs: Callable[..., Proc], make_bus: Callable[..., ZenohBus], tmp_path: Path
+) -> None:
+    """Finding 4: a respawned robot restarted at episode 0 and replayed the demos the expert drives below
+    `until_episode`, so the buffer held duplicated (robot, episode) ids. With `state_dir` it continues after
+    every id it used (the one it was killed in included); an expert killed too and started again redoes nothing."""
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    rec = Recorder(make_bus("recorder"), robot)
+    args = [
+        "robot", "--name", f"{robot}_node", "-p", f"robot_id:={robot}", "-p", "task:=button_press",
+        "-p", "realtime:=false", "-p", "privileged_state:=true", "-p", f"state_dir:={tmp_path / 'robots'}",
+    ]  # fmt: skip
+    expert_args = ["expert", "--name", f"{robot}_expert", "-p", f"robot_id:={robot}", "-p", "task:=button_press",
+                   "-p", "until_episode:=1000"]  # fmt: skip  # every episode here is a demo
+    first, expert = procs(*args), procs(*expert_args)
+    # kill it in the middle of an episode, after at least one whole one
+    assert wait_until(lambda: len(rec.ended()) >= 1 and len(rec.transitions) > rec.ended()[-1].steps + 2, 40.0), (
+        first.text() + expert.text()
+    )
+    first.proc.kill()
+    expert.proc.kill()
+    first.proc.wait(10.0)
+    expert.proc.wait(10.0)
+    before = _started_ids(first)
+    assert before, first.text()
+    second, _ = procs(*args), procs(*expert_args)
+    assert wait_until(lambda: any(e.episode_id > max(before) for e in rec.ended()), 40.0), second.text()
+    after = _started_ids(second)
+    assert after and min(after) == max(before) + 1, (before, after)
+    with rec._lock:
+        keys = [(t.episode_id, t.step) for t in rec.transitions]
+    assert len(keys) == len(set(keys)), "a (robot, episode, step) arrived twice: an episode id was used again"
+    assert second.stop(signal.SIGTERM)[0] == 0, second.text()

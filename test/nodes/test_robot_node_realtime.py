@@ -1,5 +1,6 @@
 """The robot node in real-time mode (20 Hz, in-process buses): the expert drives it through the freshest
-action, a scripted teleop takes over for a while, and the reset service answers with a first observation."""
+action, a scripted teleop takes over for a while, and the reset service answers with a first observation;
+the e-stop, actions and interventions are not queued behind a slow reset; a restarted node continues its ids."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import dataclasses
 import threading
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from test.conftest import wait_until
+from user.bus.base import LATCHED
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import Action, Transition, action_to_msg, transition_from_msg
 from user.interfaces.stamps import header, now_ns
@@ -21,6 +24,7 @@ from user.nodes.pedal import MODE_EPISODE_END, MODE_STEP
 from user.nodes.robot import RobotNode
 from user.nodes.teleop import TeleopNode
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
+from user.robots.arm import ArmRobot
 from user.runtime.node import Node
 
 pytestmark = pytest.mark.timeout(60)
@@ -124,5 +128,129 @@ def test_a_pedal_episode_end_press_stops_the_robots_episode(make_bus: Callable[.
     finally:
         stop.set()
         thread.join(5.0)
+        node.destroy()
+    assert node.failed is None
+
+
+class SlowHome:
+    """A reset that drives home for as long as the test lets it (a real arm takes seconds): the robot's
+    `_reset` blocks until `release` (with a deadline), after telling `entered`."""
+
+    def __init__(self, original: Callable[[int | None], Any]) -> None:
+        self.original = original
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, seed: int | None) -> Any:
+        self.entered.set()
+        self.release.wait(30.0)
+        return self.original(seed)
+
+
+def _reset_request(node: RobotNode, robot: str, seed: int = 3) -> Any:
+    return node.codec.msg_class("user/srv/Reset_Request")(robot_id=robot, seed=seed)
+
+
+def test_estop_actions_and_interventions_are_honoured_while_a_slow_reset_runs(
+    make_bus: Callable[..., ZenohBus], topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 11: the reset service used to hold the node's only callback lock until the arm was home, so the
+    e-stop (and every action) waited behind it. Now the e-stop latches while the arm is still driving home, and
+    after the reset the arm holds; resets are refused until the e-stop is cleared, and the loop lives on."""
+    robot, estop_topic = f"arm_{uuid.uuid4().hex[:6]}", f"{topic}_estop"
+    probe = Node(make_bus("probe"))
+    estop = probe.create_publisher(estop_topic, "std_msgs/msg/Bool", LATCHED)
+    action = probe.create_publisher(f"/{robot}/action", "user/msg/Action")
+    intervention = probe.create_publisher(f"/{robot}/intervention", "user/msg/Action")
+    params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 20.0, "estop_topic": estop_topic,
+              "reset_timeout_s": 60.0}  # fmt: skip  # the caller would otherwise give up while the arm drives home
+    node = RobotNode(make_bus("robot", params))
+    arm = node.robot
+    assert isinstance(arm, ArmRobot)
+    slow = SlowHome(arm._reset)
+
+    def reset() -> Any:
+        return probe.call_service(f"/{robot}/reset", "user/srv/Reset", _reset_request(node, robot), 60.0)
+
+    try:
+        assert wait_until(lambda: node.loop.in_episode, 20.0), node.failed
+        monkeypatch.setattr(arm, "_reset", slow)
+        replies: list[Any] = []
+        call = threading.Thread(target=lambda: replies.append(reset()))
+        call.start()
+        assert slow.entered.wait(20.0)  # the arm is driving home now
+        estop.publish(probe.codec.msg_class("std_msgs/msg/Bool")(data=True))
+        ahead = Action(robot, 10_000, 0, np.zeros(7, np.float32), policy_version=77)  # for an episode to come
+        action.publish(action_to_msg(ahead, probe.codec))
+        intervention.publish(action_to_msg(dataclasses.replace(ahead, intervened=True), probe.codec))
+        latched = wait_until(lambda: arm.estopped, 15.0)
+        fed = wait_until(lambda: node.gate.policy_version == 77 and node.gate.interventions_received > 0, 15.0)
+        home_already = slow.release.is_set()
+        slow.release.set()
+        call.join(30.0)
+        assert latched and not home_already, "the e-stop waited for the reset to finish"
+        assert fed, "actions and interventions waited for the reset to finish"
+        assert replies and replies[0].success, replies  # the reset itself completed
+        # the new episode holds: the e-stop stays latched, and the next reset is refused with the reason
+        refused = reset()
+        assert not refused.success and "e-stopped" in refused.message and estop_topic in refused.message
+        assert arm.estopped and node.loop.in_episode and node.failed is None
+        estop.publish(probe.codec.msg_class("std_msgs/msg/Bool")(data=False))
+        assert wait_until(lambda: not arm.estopped, 15.0)
+        again = reset()
+        assert again.success, again.message
+    finally:
+        slow.release.set()
+        node.destroy()
+    assert node.failed is None
+
+
+def test_a_restarted_robot_node_continues_its_episode_ids(make_bus: Callable[..., ZenohBus], tmp_path: Path) -> None:
+    """Finding 4 (in process): with `state_dir`, a new node for the same robot continues after the ids the
+    last one used, the episode it was in the middle of included; without it, it would start at 0 again."""
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 50.0, "max_steps": 5,
+              "privileged_state": True, "state_dir": str(tmp_path / "robots")}  # fmt: skip
+    expert = ExpertNode(make_bus("expert", {"robot_id": robot, "task": "button_press"}))
+    first = RobotNode(make_bus("robot", params))
+    try:
+        assert wait_until(lambda: (first.loop.episode_id or 0) >= 2, 30.0), first.failed
+    finally:
+        first.destroy()
+    used = first.loop.episode_id
+    assert used is not None
+    second = RobotNode(make_bus("robot2", params))
+    try:
+        assert wait_until(lambda: second.loop.episode_id is not None, 20.0), second.failed
+        assert second.loop.episode_id == used + 1
+        assert wait_until(lambda: (second.loop.episode_id or 0) >= used + 2, 30.0), second.failed
+    finally:
+        second.destroy()
+        expert.destroy()
+
+
+def test_a_robot_started_e_stopped_waits_for_the_clear_instead_of_dying(
+    make_bus: Callable[..., ZenohBus], topic: str
+) -> None:
+    """The latched e-stop reaches a node that starts after it: no episode starts (the arm does not drive to its
+    start pose) until it is cleared; the control loop used to stop for good on the refused first reset."""
+    robot, estop_topic = f"arm_{uuid.uuid4().hex[:6]}", f"{topic}_estop"
+    probe = Node(make_bus("probe"))
+    estop = probe.create_publisher(estop_topic, "std_msgs/msg/Bool", LATCHED)
+    estop.publish(probe.codec.msg_class("std_msgs/msg/Bool")(data=True))
+    params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 20.0, "estop_topic": estop_topic,
+              "wait_for_consumer_s": 30.0}  # fmt: skip  # the first reset waits for the test's subscriber
+    node = RobotNode(make_bus("robot", params))
+    arm = node.robot
+    assert isinstance(arm, ArmRobot)
+    try:
+        assert wait_until(lambda: arm.estopped, 20.0)  # the latched stop arrived before the first reset
+        TransitionInbox(probe, robot)  # now the first reset is tried
+        assert wait_until(lambda: node.resets_refused > 0, 20.0), node.failed
+        assert node.loop.episode_id is None and node.failed is None
+        estop.publish(probe.codec.msg_class("std_msgs/msg/Bool")(data=False))
+        assert wait_until(lambda: node.loop.in_episode, 20.0), node.failed
+        assert not arm.estopped and node.loop.episode_id == 0
+    finally:
         node.destroy()
     assert node.failed is None

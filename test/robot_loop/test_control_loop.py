@@ -11,6 +11,7 @@ import pytest
 from user.interfaces.domain import Action, Observation
 from user.robot_loop import ActionGate, ControlLoop, EpisodeKind, Observer, TaskScorer, arm_and_task_state
 from user.robot_loop.control_loop import NoEpisodeError
+from user.robot_loop.episode_ids import EpisodeIdError, EpisodeIds
 from user.robot_loop.gate import SOURCE_HOLD, SOURCE_HUMAN, SOURCE_SCRIPTED
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.privileged import ARM_NAMES
@@ -41,7 +42,7 @@ def _loop(robot: SimFrankaRobot, clock: FakeClock, max_steps: int | None = None,
     )
     gate = ActionGate(0.1, 0.1, clock)
     scorer = TaskScorer(robot.task, robot.task_state, max_steps)
-    return ControlLoop(robot, scorer, observer, gate, seed=seed, first_episode_id=10)
+    return ControlLoop(robot, scorer, observer, gate, seed=seed, episode_ids=EpisodeIds(10))
 
 
 def _expert(robot: SimFrankaRobot, obs: Observation, version: int = 1) -> Action:
@@ -213,9 +214,63 @@ def test_estopped_robot_step_is_recorded_as_hold(robot: SimFrankaRobot) -> None:
 def test_reset_mid_episode_ends_it_and_seeds_repeat(robot: SimFrankaRobot) -> None:
     loop = _loop(robot, FakeClock(), seed=5)
     first, _ = loop.reset()
-    _, events = loop.reset(seed=5)  # operator reset with the same seed as episode 0
+    _, events = loop.reset(seed=15)  # operator reset with the seed of episode 10 (seed 5 + its id)
     assert [e.kind for e in events] == [EpisodeKind.END, EpisodeKind.START]
     assert events[0].episode_id == 10 and events[1].episode_id == 11 and events[0].steps == 0
     again = loop.observation
     assert again is not None
     np.testing.assert_allclose(again.state, first.state, atol=1e-6)
+
+
+class FailingIds(EpisodeIds):
+    """Ids whose next one cannot be kept (a full disk under a `DurableEpisodeIds`)."""
+
+    def __init__(self, first: int) -> None:
+        super().__init__(first)
+        self.fail = False
+
+    def _keep(self, next_id: int) -> None:
+        if self.fail:
+            raise EpisodeIdError("cannot save the next episode id: No space left on device")
+
+
+def test_an_id_that_cannot_be_kept_starts_nothing_and_ends_nothing(robot: SimFrankaRobot) -> None:
+    observer = Observer(ObserverConfig("arm", "button_press"), privileged=robot.task_state)
+    assert robot.task is not None
+    ids = FailingIds(3)
+    loop = ControlLoop(robot, TaskScorer(robot.task, robot.task_state), observer, ActionGate(0.1, 0.1), episode_ids=ids)
+    obs, _ = loop.reset()
+    ids.fail = True
+    with pytest.raises(EpisodeIdError):
+        loop.reset()
+    assert loop.in_episode and loop.episode_id == 3 and loop.observation is obs  # the running episode goes on
+    ids.fail = False
+    _, events = loop.reset()
+    assert [(e.kind, e.episode_id) for e in events] == [(EpisodeKind.END, 3), (EpisodeKind.START, 4)]
+
+
+def test_a_continued_loop_does_not_repeat_the_start_states_of_earlier_episodes(robot: SimFrankaRobot) -> None:
+    """The seed schedule follows the episode id: a robot that continues at id 12 after a restart starts where
+    episode 12 would have, not where episode 0 (seed + 0) did, so no demonstration is driven again."""
+    observer = Observer(ObserverConfig("arm", "button_press"), privileged=robot.task_state)
+    assert robot.task is not None
+    scorer = TaskScorer(robot.task, robot.task_state)
+    fresh = ControlLoop(robot, scorer, observer, ActionGate(0.1, 0.1), seed=5, episode_ids=EpisodeIds(0))
+    first_run, _ = fresh.reset()
+    continued = ControlLoop(robot, scorer, observer, ActionGate(0.1, 0.1), seed=5, episode_ids=EpisodeIds(12))
+    after_restart, _ = continued.reset()
+    assert after_restart.episode_id == 12
+    assert not np.allclose(after_restart.state, first_run.state, atol=1e-6)
+    same, _ = fresh.reset(seed=5 + 12)
+    np.testing.assert_allclose(after_restart.state, same.state, atol=1e-6)
+
+
+def test_end_episode_ends_the_running_one_once(robot: SimFrankaRobot) -> None:
+    loop = _loop(robot, FakeClock())
+    assert loop.end_episode() is None
+    loop.reset()
+    ended = loop.end_episode()
+    assert ended is not None and ended.kind == EpisodeKind.END and ended.episode_id == 10
+    assert loop.end_episode() is None and not loop.in_episode
+    _, events = loop.reset()
+    assert [e.kind for e in events] == [EpisodeKind.START]

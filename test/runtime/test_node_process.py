@@ -15,6 +15,7 @@ from test.conftest import free_port, user_cmd, wait_until
 from test.helpers.processes import LoggedProcess, started_processes
 from user.bus.zenoh_config import ZenohSettings, session_config
 from user.interfaces import default_codec
+from user.runtime.status import ENV_STATUS_FILE, EXIT_CONFIG_ERROR, EXIT_UNAVAILABLE, read_status
 
 
 @pytest.fixture
@@ -60,7 +61,7 @@ def test_signal_stops_a_node_within_5s_with_exit_0(node_process, topic: str, sig
 
 def test_bad_parameter_fails_at_startup_naming_it(node_process) -> None:  # type: ignore[no-untyped-def]
     node = node_process("talker", "-p", "rate_hz:=fast")
-    assert node.proc.wait(20) == 2
+    assert node.proc.wait(20) == EXIT_CONFIG_ERROR
     assert "rate_hz" in node.text() and "expected a number" in node.text()
     node = node_process("talker", "-p", "rat_hz:=3")
     assert node.proc.wait(20) == 2
@@ -77,6 +78,40 @@ def test_no_router_says_so_instead_of_waiting(tmp_path: Path, zenoh_env: dict[st
     env = dict(zenoh_env, USER_ZENOH_ROUTER=f"tcp/127.0.0.1:{free_port()}")
     start = time.monotonic()
     proc = subprocess.run(user_cmd("node", "listener"), env=env, capture_output=True, timeout=30)
-    assert proc.returncode == 2
+    assert proc.returncode == EXIT_UNAVAILABLE  # not a configuration error: a launcher may respawn it
     assert time.monotonic() - start < 15
     assert b"no Zenoh router reachable" in proc.stderr and b"user router" in proc.stderr
+
+
+def test_the_status_line_says_running_or_why_the_node_could_not_start(
+    tmp_path: Path, zenoh_env: dict[str, str], topic: str
+) -> None:
+    """What a launcher reads: `running`, or the state and the one-line reason of a failed start."""
+    status = tmp_path / "talker.status"
+    env = dict(zenoh_env, **{ENV_STATUS_FILE: str(status)})
+    bad = subprocess.run(user_cmd("node", "talker", "-p", "rate_hz:=-1.0"), env=env, capture_output=True, timeout=60)
+    assert bad.returncode == EXIT_CONFIG_ERROR
+    failed = read_status(status)
+    assert failed is not None and failed.state == "config-error", status.read_text()
+    assert failed.reason == "parameters of node 'talker': rate_hz: -1.0 is below the minimum 0.01"
+    assert b"Traceback" not in bad.stderr
+
+    unknown = subprocess.run(user_cmd("node", "talkr"), env=env, capture_output=True, timeout=60)
+    assert unknown.returncode == EXIT_CONFIG_ERROR
+    unknown_status = read_status(status)
+    assert unknown_status is not None and unknown_status.state == "config-error"
+    assert "unknown node kind 'talkr'" in unknown_status.reason
+
+    no_router = dict(env, USER_ZENOH_ROUTER=f"tcp/127.0.0.1:{free_port()}")
+    lost = subprocess.run(user_cmd("node", "listener"), env=no_router, capture_output=True, timeout=60)
+    assert lost.returncode == EXIT_UNAVAILABLE
+    state = read_status(status)
+    assert state is not None and state.state == "failed" and "no Zenoh router reachable" in state.reason
+
+    process = LoggedProcess(user_cmd("node", "talker", "-p", f"topic:={topic}"), env, tmp_path / "ok.log")
+    try:
+        assert process.wait_for("Publishing"), process.text()
+        running = read_status(status)
+        assert running is not None and running.state == "running" and running.reason == ""
+    finally:
+        assert process.stop()[0] == 0

@@ -323,3 +323,99 @@ def test_weights_on_an_accelerator_are_sent_from_host_memory() -> None:
     weights = _weights()
     on_gpu = FlatWeights(weights.data.to("cuda"), weights.spec, weights.version)
     assert torch.equal(join_payload(split_weights(on_gpu, "arm", chunk_size=64)).data, weights.data)
+
+
+# ---- whole-version checks and what a refused version must not block (issue 13, finding 3) ------------------
+
+
+def _nan_weights(version: int) -> FlatWeights:
+    good = _weights(version=version)
+    data = good.data.clone()
+    data[-1] = float("nan")  # the last value: the last parameter
+    return FlatWeights(data, good.spec, version)
+
+
+def test_a_version_that_is_not_finite_is_refused_and_does_not_count_as_received() -> None:
+    assembler = Assembler("arm")
+    chunks = split_weights(_nan_weights(4), "arm", chunk_size=64)
+    for chunk in chunks[:-1]:
+        assert assembler.add(chunk) is None
+    last = _weights().spec.names[-1]
+    with pytest.raises(PayloadError, match=rf"^weights of policy 'arm' version 4: weights\.{last} are not finite"):
+        assembler.add(chunks[-1])
+    assert assembler.completed_version == -1 and assembler.pending_version is None
+    good = split_weights(_weights(version=4), "arm", chunk_size=64)  # the same version, intact, still gets in
+    assert [assembler.add(c) for c in good][-1] is not None and assembler.completed_version == 4
+
+
+def test_a_version_of_another_layout_is_refused_when_the_layout_is_known() -> None:
+    spec = _weights().spec
+    other = MLPPolicy(MLPPolicyConfig(state_dim=5, action_dim=2, hidden=(8,), seed=0))
+    other.version = 2**40
+    (chunk,) = split_weights(other.get_weights(), "arm")
+    assembler = Assembler("arm", spec)
+    with pytest.raises(PayloadError, match=r"version 1099511627776: weights do not fit the policy"):
+        assembler.add(chunk)
+    assert assembler.completed_version == -1
+    assert Assembler("arm").add(chunk) is not None  # without a layout to expect, the same version is taken
+    (real,) = split_weights(_weights(version=2), "arm")
+    assert assembler.add(real) is not None and assembler.completed_version == 2
+
+
+def test_a_stalled_higher_version_does_not_hold_a_lower_one_back() -> None:
+    assembler = Assembler("arm")
+    stalled = split_weights(_weights(version=2**40, seed=1), "arm", chunk_size=64)
+    assert assembler.add(stalled[0]) is None and assembler.pending_version == 2**40
+    result = None
+    for chunk in split_weights(_weights(version=7, seed=2), "arm", chunk_size=64):
+        result = assembler.add(chunk) or result
+    assert result is not None and result.version == 7 and assembler.completed_version == 7
+    assert assembler.pending_version == 2**40 and assembler.dropped_versions == 0  # still waiting, harmless
+    older = split_weights(_weights(version=5), "arm", chunk_size=64)
+    assert all(assembler.add(c) is None for c in older)  # below the completed one: ignored
+
+
+def test_two_versions_below_the_newest_keep_the_higher_one() -> None:
+    assembler = Assembler("arm")
+    v9, v5, v6 = (split_weights(_weights(version=v, seed=v), "arm", chunk_size=64) for v in (9, 5, 6))
+    assembler.add(v9[0])
+    assembler.add(v5[0])
+    assembler.add(v6[0])  # supersedes 5 below 9
+    assert assembler.dropped_versions == 1
+    assert assembler.add(v5[1]) is None  # 5 is older than both being assembled: ignored, not restarted
+    result = None
+    for chunk in v6[1:]:
+        result = assembler.add(chunk) or result
+    assert result is not None and result.version == 6
+
+
+def test_only_the_expected_publisher_s_chunks_are_taken_and_a_version_keeps_one_publisher() -> None:
+    chunks = split_weights(_weights(version=3), "arm", chunk_size=64, publisher="learner_a")
+    assert {c.publisher for c in chunks} == {"learner_a"}
+    strict = Assembler("arm", publisher="learner_a")
+    with pytest.raises(ChunkError, match="published by 'learner_b', not by 'learner_a'"):
+        strict.add(dataclasses.replace(chunks[0], publisher="learner_b"))
+    mixed = Assembler("arm")
+    mixed.add(chunks[0])
+    with pytest.raises(ChunkError, match="publisher 'learner_b' differs from 'learner_a' of earlier chunks"):
+        mixed.add(dataclasses.replace(chunks[1], publisher="learner_b"))
+    assert [strict.add(c) for c in chunks][-1] is not None
+
+
+def test_the_publisher_travels_as_the_header_frame() -> None:
+    (chunk,) = split_weights(_weights(), "arm", publisher="learner_a")
+    codec = default_codec()
+    msg = chunk_to_msg(chunk, codec, 5)
+    assert msg.header.frame_id == "learner_a"
+    assert chunk_from_msg(codec.decode(codec.encode(msg), "user/msg/WeightChunk")) == chunk
+
+
+def test_rewind_makes_a_version_receivable_again() -> None:
+    assembler = Assembler("arm")
+    chunks = split_weights(_weights(version=3), "arm")
+    assert assembler.add(chunks[0]) is not None
+    assert assembler.add(chunks[0]) is None  # received: ignored
+    assembler.rewind(2)
+    assert assembler.completed_version == 2 and assembler.add(chunks[0]) is not None
+    assembler.rewind(7)  # never forward
+    assert assembler.completed_version == 3

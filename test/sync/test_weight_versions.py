@@ -124,6 +124,7 @@ def test_a_published_version_is_the_policy_s_weights_in_equal_chunks(net: Loopba
     assert len(chunks) == pub.chunks_per_version > 3
     assert [c.index for c in chunks] == list(range(len(chunks)))
     assert {(c.policy_id, c.version, c.count, c.dtype) for c in chunks} == {("arm", 1, len(chunks), "float32")}
+    assert {c.publisher for c in chunks} == {""}  # a publisher given no name names none
     assert all(len(c.data) <= 256 for c in chunks)
     got = join_payload(chunks)
     assert got.version == 1 and torch.equal(got.data, learner.get_weights().data)
@@ -290,7 +291,9 @@ def test_a_corrupt_version_is_rejected_counted_and_logged(net: Loopback, caplog:
     (chunk,) = split_weights(learner.get_weights(), "arm")
     _send(net, [Chunk(**{**chunk.__dict__, "crc32": chunk.crc32 ^ 1})])
     assert sub.rejected == 1 and sub.version == 0 and torch.equal(robot.get_weights().data, before)
-    assert any(m.startswith("rejected weights: ") and "CRC-32" in m for m in caplog.messages)
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("refused weights: ")]
+    assert "CRC-32" in line.getMessage() and line.levelno == logging.WARNING  # damage on the way: a warning
+    assert sub.refusals.counts == {"ChecksumError": 1}
     _publisher(net, learner).publish_now()  # the next good version still gets through
     assert sub.version == 2 and _same(robot, learner)
 
@@ -300,8 +303,9 @@ def test_weights_of_another_layout_are_rejected(net: Loopback, caplog: pytest.Lo
     sub = _subscriber(net, robot)
     _publisher(net, _policy(1, hidden=(16,))).publish_now()
     assert sub.rejected == 1 and sub.received_versions == 0 and sub.pending_version is None
-    assert "weights of policy 'arm' version 1 do not fit the local policy (parameter names or shapes differ)" in (
-        caplog.messages
+    assert (
+        "refused weights: weights of policy 'arm' version 1: weights do not fit the policy (parameter names or shapes "
+        "differ)" in caplog.messages
     )
 
 
@@ -327,7 +331,10 @@ def test_weights_the_policy_refuses_are_counted_and_it_keeps_its_own(
     _publisher(net, _policy(1)).publish_now()
     assert not sub.at_episode_boundary()
     assert sub.rejected == 1 and sub.version == 0 and sub.pending_version is None
-    assert "could not apply weights of policy 'arm' version 1: device lost" in caplog.messages
+    assert "refused weights: could not apply weights of policy 'arm' version 1: device lost" in caplog.messages
+    _request(net, "arm")  # the publisher sends version 1 again: received again, refused again
+    assert not sub.at_episode_boundary()
+    assert sub.rejected == 2 and sub.received_versions == 2 and sub.refusals.counts == {"apply": 2}
 
 
 def test_wait_for_version_received_or_applied(net: Loopback) -> None:
@@ -415,3 +422,138 @@ def test_a_publisher_without_a_period_publishes_only_when_asked(net: Loopback) -
     pub = _publisher(net, _policy(1), every_k_updates=None)
     assert [pub.after_update() for _ in range(5)] == [None] * 5
     assert pub.publish_now() == 1 and pub.after_update() is None
+
+
+# ---- what a subscriber refuses, and what a refusal must not block (issue 13, finding 3) ------------------
+
+
+def _poisoned(policy: MLPPolicy, value: float = float("nan")) -> str:
+    """Put `value` into the policy's first parameter; returns that parameter's name."""
+    with torch.no_grad():
+        next(policy.actor.parameters()).view(-1)[1] = value
+    return policy.weight_spec.names[0]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_weights_that_are_not_finite_are_not_applied_though_their_checksum_is_valid(
+    net: Loopback, caplog: pytest.LogCaptureFixture, value: float
+) -> None:
+    learner, robot = _policy(1), _policy(2)
+    before = robot.get_weights().data.clone()
+    sub = _subscriber(net, robot, apply="immediate")
+    name = _poisoned(learner, value)
+    learner.version = 23
+    _send(net, split_weights(learner.get_weights(), "arm"))  # a valid CRC over the bad values
+    assert sub.version == 0 and sub.received_versions == 0 and sub.rejected == 1
+    assert torch.equal(robot.get_weights().data, before)
+    assert sub.refusals.counts == {f"weights.{name} are not finite": 1}
+    (line,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert line.getMessage() == (
+        f"refused weights: weights of policy 'arm' version 23: weights.{name} are not finite (1 of "
+        f"{learner.weight_spec.numel} values)"
+    )
+    good = _policy(3)
+    good.version = 23  # the same version number again, now with finite weights: it was never taken
+    _publisher(net, good).publish_now()
+    assert sub.version == 24 and _same(robot, good)
+
+
+def test_a_rejected_version_with_a_huge_number_does_not_hold_later_versions_back(net: Loopback) -> None:
+    learner, robot = _policy(1), _policy(2)
+    sub = _subscriber(net, robot, apply="immediate")
+    other = _policy(1, hidden=(16,))  # a whole, checksummed version of another layout
+    other.version = 2**40
+    _send(net, split_weights(other.get_weights(), "arm"))
+    assert sub.rejected == 1 and sub.version == 0
+    learner.version = 1
+    pub = _publisher(net, learner)
+    assert pub.publish_now() == 2
+    assert sub.version == 2 and _same(robot, learner)
+    with torch.no_grad():
+        next(learner.actor.parameters()).add_(1.0)
+    assert pub.publish_now() == 3 and sub.version == 3 and _same(robot, learner)
+
+
+def test_an_unfinished_version_with_a_huge_number_does_not_hold_later_versions_back(net: Loopback) -> None:
+    learner, robot = _policy(1, hidden=(32, 32)), _policy(2, hidden=(32, 32))
+    sub = _subscriber(net, robot, apply="immediate", chunk_size=256)
+    stalled = _policy(3, hidden=(32, 32))
+    stalled.version = 2**40
+    _send(net, split_weights(stalled.get_weights(), "arm", 256)[:1])  # its other chunks never come
+    pub = _publisher(net, learner, chunk_size=256)
+    for version in (1, 2):
+        with torch.no_grad():
+            next(learner.actor.parameters()).add_(1.0)
+        assert pub.publish_now() == version
+        assert sub.version == version and _same(robot, learner)
+
+
+def test_a_version_the_policy_could_not_take_is_taken_when_sent_again(net: Loopback) -> None:
+    class RefusingOnce(MLPPolicy):
+        refused = False
+
+        def load_weights(self, weights: FlatWeights) -> None:
+            if not self.refused:
+                self.refused = True
+                raise PolicyError("device busy")
+            super().load_weights(weights)
+
+    learner = _policy(1)
+    robot = RefusingOnce(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(8,), seed=2))
+    sub = _subscriber(net, robot, apply="immediate")
+    learner.version = 1
+    chunks = split_weights(learner.get_weights(), "arm")
+    _send(net, chunks)
+    assert sub.version == 0 and sub.rejected == 1 and sub.refusals.counts == {"apply": 1}
+    _send(net, chunks)  # a resend of the same version
+    assert sub.version == 1 and _same(robot, learner)
+
+
+def test_only_the_configured_publisher_s_versions_are_taken(net: Loopback) -> None:
+    robot = _policy(2)
+    sub = _subscriber(net, robot, apply="immediate", publisher="learner_a")
+    stranger = WeightPublisher(Node(net.bus("b")), _policy(3), policy_id="arm", topic=TOPIC, publisher="learner_b")
+    stranger.publish_now()
+    anonymous = _policy(4)
+    anonymous.version = 1
+    _send(net, split_weights(anonymous.get_weights(), "arm"))  # names no publisher
+    assert sub.version == 0 and sub.rejected == 2 and sub.refusals.counts == {"weights publisher": 2}
+    learner = _policy(1)
+    own = WeightPublisher(Node(net.bus("a")), learner, policy_id="arm", topic=TOPIC, publisher="learner_a")
+    assert own.publish_now() == 1
+    assert sub.version == 1 and _same(robot, learner)
+    assert {c.publisher for c in _chunks_on(net)} == {"learner_a", "learner_b", ""}
+
+
+def test_a_subscriber_without_a_publisher_takes_any(net: Loopback) -> None:
+    robot = _policy(2)
+    sub = _subscriber(net, robot, apply="immediate")
+    learner = _policy(1)
+    WeightPublisher(Node(net.bus("b")), learner, policy_id="arm", topic=TOPIC, publisher="learner_b").publish_now()
+    assert sub.version == 1 and _same(robot, learner)
+
+
+def test_the_publisher_refuses_weights_that_are_not_finite(net: Loopback) -> None:
+    learner = _policy(1)
+    pub = _publisher(net, learner)
+    assert pub.publish_now() == 1
+    good = learner.get_weights().data.clone()
+    name = _poisoned(learner)
+    with pytest.raises(PayloadError, match=rf"version 2 not published: weights\.{name} are not finite"):
+        pub.publish_now()
+    assert pub.version == learner.version == 1
+    assert {c.version for c in _chunks_on(net)} == {1}  # nothing of version 2 went out
+    late = _subscriber(net, _policy(2), apply="immediate")  # a late joiner still gets the last good version
+    assert late.version == 1 and torch.equal(late.snapshot().data, good)
+    with torch.no_grad():
+        learner._flat.buffer.copy_(good)
+    assert pub.publish_now() == 2
+
+
+def test_the_publisher_refuses_values_beyond_the_wire_dtype(net: Loopback) -> None:
+    learner = _policy(1)
+    pub = _publisher(net, learner, dtype=torch.float16)
+    _poisoned(learner, 1e6)  # finite in float32, inf in float16
+    with pytest.raises(PayloadError, match="are not finite"):
+        pub.publish_now()
+    assert net.sent == [] and pub.version == 0

@@ -4,10 +4,14 @@ The storage files are opened directly and their own topic tables / channels are 
 metadata.yaml: real bags exist whose metadata.yaml QoS strings disagree with what the storage holds, and
 readers that match the two find no messages. metadata.yaml, when present, only says which files exist.
 An MCAP file cut short (the recorder was killed, so no footer) is read up to its last whole record.
+Message definitions a bag carries (MCAP schemas, the message_definitions table of rosbag2 since Iron) decode its
+messages, so a bag of custom types reads without their .msg files; a bag without them decodes with the codec's
+own types (Humble's and this package's).
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import io
 import logging
@@ -24,10 +28,12 @@ from user.buffer.errors import BagReadError
 from user.buffer.mcapscan import ScanError, WholeRecords, has_footer
 from user.buffer.metadata import METADATA_FILE, BagMetadata, read_metadata
 from user.interfaces.codec import Codec
+from user.interfaces.typestore import types_from_definition, typestore_with
 
 _log = logging.getLogger("user.buffer.bagread")
 
 STORAGE_SUFFIXES = {".db3": "sqlite3", ".mcap": "mcap"}
+DEFINITION_ENCODINGS = ("ros2msg", "ros2idl")
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,21 @@ def _db3_messages(path: Path) -> Iterator[BagMessage]:
         db.close()
 
 
+def _db3_definitions(path: Path) -> dict[str, tuple[str, str]]:
+    """type -> (encoding, text) of the message_definitions table (rosbag2 since Iron; absent before)."""
+    db = _open_db3(path)
+    try:
+        table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_definitions'"
+        if db.execute(table).fetchone() is None:
+            return {}
+        rows = db.execute("SELECT topic_type, encoding, encoded_message_definition FROM message_definitions")
+        return {str(t): (str(enc), str(text)) for t, enc, text in rows if enc in DEFINITION_ENCODINGS and text}
+    except sqlite3.Error as exc:
+        raise BagReadError(f"{path}: cannot read message definitions ({exc})") from exc
+    finally:
+        db.close()
+
+
 def _mcap_summary(path: Path) -> Any:
     """The MCAP summary section, or None for a file without one (cut short)."""
     with open(path, "rb") as f:
@@ -123,8 +144,29 @@ def _mcap_topics(path: Path) -> list[BagTopic]:
     return topics
 
 
+def _mcap_definitions(path: Path) -> dict[str, tuple[str, str]]:
+    """type -> (encoding, text) of the schemas (those of the records before the cut, for a file cut short)."""
+    summary = _mcap_summary(path)
+    schemas = summary.schemas.values() if summary is not None else [s for s, _, _ in _mcap_records(path) if s]
+    out: dict[str, tuple[str, str]] = {}
+    for schema in schemas:
+        if schema.encoding in DEFINITION_ENCODINGS and schema.data:
+            try:
+                out[schema.name] = (schema.encoding, bytes(schema.data).decode())
+            except UnicodeDecodeError as exc:
+                raise BagReadError(f"{path}: the definition of {schema.name} is not UTF-8 text ({exc})") from exc
+    return out
+
+
 def _mcap_messages(path: Path) -> Iterator[BagMessage]:
     """Messages in log-time order when the file has a summary, else in file order up to the cut."""
+    for schema, channel, message in _mcap_records(path):
+        name = schema.name if schema else ""
+        yield BagMessage(channel.topic, name, message.log_time, message.data, channel.message_encoding)
+
+
+def _mcap_records(path: Path) -> Iterator[tuple[Any, Any, Any]]:
+    """(schema, channel, message) of every message, as `_mcap_messages` orders them."""
     indexed = _mcap_summary(path) is not None
     with open(path, "rb") as f:
         reader: SeekingReader | NonSeekingReader
@@ -137,9 +179,7 @@ def _mcap_messages(path: Path) -> Iterator[BagMessage]:
                 raise BagReadError(f"{path}: {exc}") from exc
             reader = NonSeekingReader(io.BufferedReader(whole), record_size_limit=whole.end)
         try:
-            for schema, channel, message in reader.iter_messages(log_time_order=indexed):
-                name = schema.name if schema else ""
-                yield BagMessage(channel.topic, name, message.log_time, message.data, channel.message_encoding)
+            yield from reader.iter_messages(log_time_order=indexed)
         except (McapError, EOFError, ValueError) as exc:
             if indexed:
                 raise BagReadError(f"{path}: {exc}") from exc
@@ -191,6 +231,45 @@ class BagReader:
         for msg in heapq.merge(*streams, key=lambda m: m.log_time_ns):
             if topics is None or msg.topic in topics:
                 yield msg
+
+    def definitions(self) -> dict[str, tuple[str, str]]:
+        """The message definitions the bag carries: type -> (encoding "ros2msg" or "ros2idl", text)."""
+        out: dict[str, tuple[str, str]] = {}
+        for path in self.files:
+            for typename, definition in (
+                _db3_definitions(path) if path.suffix == ".db3" else _mcap_definitions(path)
+            ).items():
+                out.setdefault(typename, definition)
+        return out
+
+    def codec(self, base: Codec, topics: set[str] | None = None) -> Codec:
+        """A codec for the messages of `topics` (all, if None): `base` with the definitions the bag carries for
+        their types, which describe its bytes and so win over `base`'s; `base` itself when it carries none."""
+        wanted = {t.type for t in self.topics().values() if topics is None or t.name in topics}
+        types: dict[str, object] = {}
+        for typename, (encoding, text) in sorted(self.definitions().items()):
+            if typename in wanted:
+                try:
+                    types.update(types_from_definition(typename, encoding, text))
+                except ValueError as exc:
+                    if not base.has_type(typename):
+                        raise BagReadError(f"{self.path}: {exc}") from exc
+                    _log.warning("%s: %s; decoding %s with the definition known here", self.path, exc, typename)
+        if not types:
+            return base
+        try:
+            return Codec(typestore_with(types, base.typestore))
+        except Exception as exc:  # rosbags raises several kinds while generating the types
+            raise BagReadError(f"{self.path}: its message definitions do not fit together ({exc})") from exc
+
+    def digest(self) -> str:
+        """SHA-256 of the messages (topic, type, log time, bytes, in log-time order): the same recording has the same
+        digest whatever its file names, storage format or metadata.yaml."""
+        h = hashlib.sha256()
+        for msg in self.messages():
+            h.update(f"{msg.topic}\0{msg.type}\0{msg.log_time_ns}\0{len(msg.data)}\0".encode())
+            h.update(msg.data)
+        return h.hexdigest()
 
     def decode(self, msg: BagMessage, codec: Codec) -> Any:
         """The message object (a type of Humble's standard set or this package's msg/)."""

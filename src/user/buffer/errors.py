@@ -29,6 +29,27 @@ class CorruptRecordError(SegmentError):
         self.offset = offset
 
 
+class SegmentWriteError(SegmentError):
+    """Writing to a segment failed (disk full, I/O error): the segment was closed after its last whole episode."""
+
+
+class RefusedError(BufferError):
+    """Data the buffer does not store; nothing of it was written to a segment or the index."""
+
+
+class InvalidTransitionError(RefusedError):
+    """A transition (or an episode) whose values or ids cannot be stored: not finite, out of range, malformed."""
+
+
+class DuplicateEpisodeError(RefusedError):
+    """A robot's episode that the buffer already holds."""
+
+
+class EpisodeNotStoredError(BufferError):
+    """An episode could not be stored (the segment or the index failed while writing it); episodes stored
+    before it are intact, and the next one is written to a new segment."""
+
+
 class BufferIndexError(BufferError):
     """The SQLite index is missing, unreadable, or has rows that contradict each other."""
 

@@ -22,14 +22,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from user.buffer.bagread import BagReader
-from user.buffer.errors import MappingError
+from user.buffer.bagread import BagMessage, BagReader
+from user.buffer.errors import BagReadError, BufferError, MappingError
 from user.config.strict import ConfigError, setting
-from user.interfaces.codec import Codec
+from user.interfaces.codec import Codec, DecodeError, UnknownTypeError
 from user.interfaces.domain import Action, EncodedImage, Observation, Transition
 from user.interfaces.images import encode_jpeg
 
@@ -109,6 +110,9 @@ def vector(msg: Any, source: FieldSource) -> np.ndarray:
         if max(source.indices) >= len(out):
             raise MappingError(f"{source.topic}: index {max(source.indices)} out of range for {len(out)} entries")
         out = out[source.indices]
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:
+        raise BagReadError(f"{source.field!r} is not finite: {out[bad[0]]} at entry {int(bad[0])}")
     return out
 
 
@@ -133,8 +137,15 @@ class _Episode:
     stamps: list[int] = field(default_factory=list)
 
 
+def _where(bag: Path, topic: str, index: int, log_time_ns: int) -> str:
+    seconds, nanos = divmod(log_time_ns, 1_000_000_000)
+    return f"{bag}: {topic} message {index} (log time {seconds}.{nanos:09d})"
+
+
 class BagImporter:
-    """Yields the episodes of a bag as lists of transitions."""
+    """Yields the episodes of a bag as lists of transitions. Every message used is checked as it is read (it
+    decodes, its numbers are finite, its vector keeps its size); the first that fails ends the import with an
+    error naming the bag, the topic, the message's index on that topic (from 0) and its log time."""
 
     def __init__(self, mapping: ImportMapping, codec: Codec, *, as_demos: bool, first_episode_id: int = 0) -> None:
         self.mapping = mapping
@@ -142,6 +153,10 @@ class BagImporter:
         self.as_demos = as_demos
         self.next_episode_id = first_episode_id
         self.skipped_steps = 0  # action messages before every state/image topic had spoken
+        self._states: dict[int, np.ndarray] = {}  # state source -> its latest vector
+        self._images: dict[int, EncodedImage] = {}  # image source -> its latest frame
+        self._sizes: dict[str, int] = {}  # what -> vector size, fixed by its first message
+        self._current = _Episode()
 
     def episodes(self, reader: BagReader) -> Iterator[list[Transition]]:
         m = self.mapping
@@ -151,39 +166,62 @@ class BagImporter:
             raise MappingError(
                 f"{reader.path}: no topic {', '.join(missing)} (the bag has {', '.join(sorted(available))})"
             )
-        latest: dict[str, tuple[Any, int]] = {}
-        current = _Episode()
+        self._states, self._images, self._sizes, self._current = {}, {}, {}, _Episode()
+        counts: dict[str, int] = {}
         for raw in reader.messages(m.topics()):
-            msg = reader.decode(raw, self.codec)
-            if raw.topic == m.action.topic:
-                gap = (
-                    m.episode_gap_s > 0
-                    and current.stamps
-                    and raw.log_time_ns - current.stamps[-1] > m.episode_gap_s * 1e9
-                )
-                if gap:
-                    yield self._finish(current, self._observation(latest, current, current.stamps[-1]))
-                    current = _Episode()
-                if all(t in latest for t in self._observed_topics()):
-                    current.observations.append(self._observation(latest, current, raw.log_time_ns))
-                    current.actions.append(vector(msg, m.action))
-                    current.rewards.append(0.0)
-                    current.stamps.append(raw.log_time_ns)
-                else:
-                    self.skipped_steps += 1
-            if m.reward is not None and raw.topic == m.reward.topic and current.rewards:
-                current.rewards[-1] += float(vector(msg, m.reward).sum())
-            latest[raw.topic] = (msg, raw.log_time_ns)
-        if current.stamps:
-            yield self._finish(current, self._observation(latest, current, current.stamps[-1]))
+            index = counts[raw.topic] = counts.get(raw.topic, -1) + 1
+            try:
+                finished = self._take(raw, reader.decode(raw, self.codec))
+            except (BufferError, DecodeError, UnknownTypeError, ValueError) as exc:
+                kind = MappingError if isinstance(exc, MappingError) else BagReadError
+                raise kind(f"{_where(reader.path, raw.topic, index, raw.log_time_ns)}: {exc}") from exc
+            if finished is not None:
+                yield finished
+        if self._current.stamps:
+            yield self._finish(self._current, self._observation(self._current, self._current.stamps[-1]))
+            self._current = _Episode()
 
-    def _observed_topics(self) -> list[str]:
-        return [s.topic for s in self.mapping.state] + [i.topic for i in self.mapping.images]
+    def _take(self, raw: BagMessage, msg: Any) -> list[Transition] | None:
+        """Use one message; returns the episode it ended (a pause on the action topic), if any."""
+        m, finished = self.mapping, None
+        if raw.topic == m.action.topic:
+            finished = self._step(self._sized("action", vector(msg, m.action)), raw.log_time_ns)
+        if m.reward is not None and raw.topic == m.reward.topic:
+            reward = float(vector(msg, m.reward).sum())
+            if self._current.rewards:
+                self._current.rewards[-1] += reward
+        for k, source in enumerate(m.state):
+            if raw.topic == source.topic:
+                self._states[k] = self._sized(f"state {source.topic} {source.field}", vector(msg, source))
+        for k, camera in enumerate(m.images):
+            if raw.topic == camera.topic:
+                self._images[k] = image(msg, camera, raw.log_time_ns, m.jpeg_quality)
+        return finished
 
-    def _observation(self, latest: dict[str, tuple[Any, int]], ep: _Episode, stamp_ns: int) -> Observation:
+    def _sized(self, what: str, value: np.ndarray) -> np.ndarray:
+        size = self._sizes.setdefault(what, len(value))
+        if len(value) != size:
+            raise BagReadError(f"the {what} has {len(value)} values where earlier messages had {size}")
+        return value
+
+    def _step(self, action: np.ndarray, stamp_ns: int) -> list[Transition] | None:
+        m, current, finished = self.mapping, self._current, None
+        if m.episode_gap_s > 0 and current.stamps and stamp_ns - current.stamps[-1] > m.episode_gap_s * 1e9:
+            finished = self._finish(current, self._observation(current, current.stamps[-1]))
+            current = self._current = _Episode()
+        if len(self._states) == len(m.state) and len(self._images) == len(m.images):
+            current.observations.append(self._observation(current, stamp_ns))
+            current.actions.append(action)
+            current.rewards.append(0.0)
+            current.stamps.append(stamp_ns)
+        else:
+            self.skipped_steps += 1
+        return finished
+
+    def _observation(self, ep: _Episode, stamp_ns: int) -> Observation:
         m = self.mapping
-        state = [vector(latest[s.topic][0], s) for s in m.state]
-        images = tuple(image(latest[i.topic][0], i, latest[i.topic][1], m.jpeg_quality) for i in m.images)
+        state = [self._states[k] for k in range(len(m.state))]
+        images = tuple(self._images[k] for k in range(len(m.images)))
         return Observation(
             robot_id=m.robot_id,
             task=m.task,

@@ -1,11 +1,17 @@
 """The SQLite index beside the segments (WAL mode): one row per transition, per episode, per segment.
 
 Committing an episode is one transaction: its transitions become part of the buffer all together or not
-at all. Rows are never updated except by recovery, which moves positions into a rewritten segment.
+at all. Rows are never updated except by recovery, which moves positions into a rewritten segment (and
+drops the episodes it could not read, numbering the later transitions down so they stay contiguous).
+
+The index can be rebuilt from the segments (`user buffer reindex`), so a missing index beside segments, or
+a damaged one, is an error that says so (`MissingIndexError`, `IndexDamagedError`), never an empty buffer or
+a traceback; rows are type-checked as they are read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -15,14 +21,41 @@ from pathlib import Path
 from typing import Any
 
 from user.buffer.errors import BufferIndexError
+from user.buffer.index_rows import (
+    COLUMN_SELECT,
+    EPISODE_COLUMNS,
+    SEGMENT_COLUMNS,
+    SEGMENTS_DIR,
+    TRANSITION_COLUMNS,
+    IndexDamagedError,
+    MissingIndexError,
+    episode_row,
+    has_segments,
+    reindex_hint,
+    segment_row,
+    transition_row,
+)
 from user.buffer.rows import EpisodeRow, SegmentRow, TransitionQuery, TransitionRow
 from user.buffer.segments import Position
 
-__all__ = ["EpisodeRow", "Index", "SegmentRow", "TransitionQuery", "TransitionRow"]
+__all__ = [
+    "COLUMN_SELECT",
+    "INDEX_FILE",
+    "SEGMENTS_DIR",
+    "EpisodeRow",
+    "Index",
+    "IndexDamagedError",
+    "MissingIndexError",
+    "SegmentRow",
+    "TransitionQuery",
+    "TransitionRow",
+]
 
 INDEX_FILE = "index.sqlite3"
 FORMAT_VERSION = "1"
 BUSY_TIMEOUT_S = 10.0
+# what SQLite (or Python's sqlite3, for text) says about a file whose bytes are not what it wrote
+_DAMAGE_MESSAGES = ("malformed", "not a database", "Could not decode to UTF-8")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,58 +86,45 @@ CREATE INDEX IF NOT EXISTS transitions_intervened ON transitions(intervened);
 CREATE INDEX IF NOT EXISTS episodes_segment ON episodes(segment_id);
 """
 
-TRANSITION_COLUMNS = (
-    "idx, segment_id, offset, length, episode, robot_id, task, episode_id, step, policy_version, wall_ns, sim_ns, "
-    "reward, terminated, truncated, intervened, is_demo, success"
-)
-# What the in-memory columns hold, in `Columns.extend_tuples` order.
-COLUMN_SELECT = (
-    "idx, segment_id, offset, length, episode, step, policy_version, wall_ns, reward, is_demo, intervened, "
-    "terminated OR truncated, success"
-)
-_EPISODE_COLUMNS = (
-    "episode, segment_id, robot_id, task, episode_id, steps, first_index, success, episode_return, interventions, "
-    "is_demo, policy_version, start_wall_ns, end_wall_ns, start_offset, start_length, end_offset, end_length"
-)
-
-
-def _transition(row: Sequence[Any]) -> TransitionRow:
-    values: list[Any] = [*row[:12], float(row[12]), *(bool(v) for v in row[13:])]
-    return TransitionRow(*values)
-
-
-def _episode(row: Sequence[Any]) -> EpisodeRow:
-    return EpisodeRow(
-        episode=row[0],
-        segment_id=row[1],
-        robot_id=row[2],
-        task=row[3],
-        episode_id=row[4],
-        steps=row[5],
-        first_index=row[6],
-        success=bool(row[7]),
-        episode_return=float(row[8]),
-        interventions=row[9],
-        is_demo=bool(row[10]),
-        policy_version=row[11],
-        start_wall_ns=row[12],
-        end_wall_ns=row[13],
-        start_event=Position(row[14], row[15]),
-        end_event=Position(row[16], row[17]),
-    )
-
 
 class Index:
-    """One connection to the index; its methods are safe to call from several threads."""
+    """One connection to the index; its methods are safe to call from several threads.
 
-    def __init__(self, directory: Path, *, read_only: bool = False, durable: bool = True) -> None:
-        self.path = directory / INDEX_FILE
+    `fresh=True` builds a new index file named `file_name` (reindex) even beside segments; otherwise opening
+    for writing where segments lie but no index does is a `MissingIndexError`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        read_only: bool = False,
+        durable: bool = True,
+        file_name: str = INDEX_FILE,
+        fresh: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.path = directory / file_name
         self.read_only = read_only
         self._lock = threading.RLock()
-        try:
+        if not fresh and not self.path.exists():
+            if has_segments(directory):
+                raise MissingIndexError(
+                    f"{self.path}: no index here, but {directory / SEGMENTS_DIR} holds segments; "
+                    f"{reindex_hint(directory)}"
+                )
             if read_only:
-                if not self.path.exists():
-                    raise BufferIndexError(f"{self.path}: no index here (is {directory} a buffer directory?)")
+                raise BufferIndexError(f"{self.path}: no index here (is {directory} a buffer directory?)")
+        try:
+            self._connect(durable)
+        except BaseException:
+            if getattr(self, "_db", None) is not None:
+                self._db.close()
+            raise
+
+    def _connect(self, durable: bool) -> None:
+        read_only = self.read_only
+        with self._errors("cannot open the index"):
+            if read_only:
                 uri = f"file:{self.path}?mode=ro"
                 self._db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
             else:
@@ -116,8 +136,6 @@ class Index:
                 self._db.executescript(_SCHEMA)
                 self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format_version', ?)", (FORMAT_VERSION,))
             self._check_format()
-        except sqlite3.DatabaseError as exc:
-            raise BufferIndexError(f"{self.path}: cannot open the index ({exc})") from exc
 
     def _check_format(self) -> None:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
@@ -126,38 +144,62 @@ class Index:
                 f"{self.path}: index format {row[0] if row else 'unknown'}, expected {FORMAT_VERSION}"
             )
 
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """SQLite's errors as typed ones: a damaged file says how to rebuild it; a broken constraint stays as it is."""
+        try:
+            yield
+        except sqlite3.IntegrityError:
+            raise
+        except UnicodeDecodeError as exc:  # a text column whose bytes were overwritten
+            raise IndexDamagedError(
+                f"{self.path}: {what}: it is damaged (text that is not UTF-8: {exc.reason}); "
+                f"{reindex_hint(self.directory)}"
+            ) from exc
+        except sqlite3.DatabaseError as exc:
+            text = repr(str(exc))[1:-1]  # one line, whatever bytes a damaged row put in it
+            name = str(getattr(exc, "sqlite_errorname", ""))
+            if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or any(m in text for m in _DAMAGE_MESSAGES):
+                raise IndexDamagedError(
+                    f"{self.path}: {what}: it is damaged ({text}); {reindex_hint(self.directory)}"
+                ) from exc
+            raise BufferIndexError(f"{self.path}: {what} ({text})") from exc
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):  # none open (BEGIN failed), or the file is beyond rolling back
+            self._db.execute("ROLLBACK")
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (BEGIN IMMEDIATE ... COMMIT), rolled back if the body raises."""
-        with self._lock:
+        with self._lock, self._errors("write failed"):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
-            self._db.execute("COMMIT")
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """Reads inside see one consistent state, even while another process commits (WAL read transaction)."""
-        with self._lock:
+        with self._lock, self._errors("read failed"):
             self._db.execute("BEGIN")
             try:
                 yield
-            finally:
                 self._db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
 
     def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, args).fetchall()
-            except sqlite3.DatabaseError as exc:
-                raise BufferIndexError(f"{self.path}: query failed ({exc}): {sql}") from exc
+        with self._lock, self._errors(f"query failed: {sql}"):
+            return self._db.execute(sql, args).fetchall()
 
     def scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
         rows = self.fetchall(sql, args)
@@ -166,7 +208,7 @@ class Index:
     # ------------------------------------------------------------------------------------------ segments
 
     def segments(self) -> list[SegmentRow]:
-        return [SegmentRow(*r) for r in self.fetchall("SELECT * FROM segments ORDER BY id")]
+        return [segment_row(r, self.path) for r in self.fetchall(f"SELECT {SEGMENT_COLUMNS} FROM segments ORDER BY id")]
 
     def add_segment(self, name: str, created_ns: int) -> SegmentRow:
         with self.transaction() as db:
@@ -181,10 +223,17 @@ class Index:
                 (size, closed_ns, segment_id),
             )
 
-    def delete_segment(self, segment_id: int) -> None:
+    def reopen_segment(self, segment_id: int) -> None:
+        """Mark a closed segment open again: recovery is about to rewrite it (its file no longer matches)."""
         with self.transaction() as db:
-            db.execute("DELETE FROM transitions WHERE segment_id = ?", (segment_id,))
-            db.execute("DELETE FROM episodes WHERE segment_id = ?", (segment_id,))
+            db.execute("UPDATE segments SET state = 'open', closed_ns = NULL WHERE id = ?", (segment_id,))
+
+    def delete_segment(self, segment_id: int) -> None:
+        """Forget a segment and its episodes; transitions after them are numbered down (see `move_segment`)."""
+        with self.transaction() as db:
+            episodes = [r[0] for r in db.execute("SELECT episode FROM episodes WHERE segment_id = ?", (segment_id,))]
+            _drop_episodes(db, episodes)
+            db.execute("DELETE FROM transitions WHERE segment_id = ?", (segment_id,))  # rows of no episode
             db.execute("DELETE FROM segments WHERE id = ?", (segment_id,))
 
     # ------------------------------------------------------------------------------------------ episodes
@@ -193,7 +242,7 @@ class Index:
         """Add one episode and its transitions, all in one transaction."""
         with self.transaction() as db:
             db.execute(
-                f"INSERT INTO episodes({_EPISODE_COLUMNS}) VALUES ({', '.join('?' * 18)})", _episode_values(episode)
+                f"INSERT INTO episodes({EPISODE_COLUMNS}) VALUES ({', '.join('?' * 18)})", _episode_values(episode)
             )
             db.executemany(
                 f"INSERT INTO transitions({TRANSITION_COLUMNS}) VALUES ({', '.join('?' * 18)})",
@@ -207,8 +256,8 @@ class Index:
     def episodes(self, segment_id: int | None = None) -> list[EpisodeRow]:
         where, args = ("WHERE segment_id = ?", [segment_id]) if segment_id is not None else ("", [])
         return [
-            _episode(r)
-            for r in self.fetchall(f"SELECT {_EPISODE_COLUMNS} FROM episodes {where} ORDER BY episode", args)
+            episode_row(r, self.path)
+            for r in self.fetchall(f"SELECT {EPISODE_COLUMNS} FROM episodes {where} ORDER BY episode", args)
         ]
 
     def transitions(
@@ -222,7 +271,7 @@ class Index:
         if segment_id is not None:
             sql += " AND segment_id = ?"
             args.append(segment_id)
-        return [_transition(r) for r in self.fetchall(sql + " ORDER BY idx", args)]
+        return [transition_row(r, self.path) for r in self.fetchall(sql + " ORDER BY idx", args)]
 
     def column_rows(self, start: int) -> list[tuple[Any, ...]]:
         """Rows from transition `start` on, as tuples in `COLUMN_SELECT` order (fast bulk load)."""
@@ -231,12 +280,12 @@ class Index:
     def count(self) -> tuple[int, int]:
         """(transitions, episodes) committed."""
         rows = self.fetchall("SELECT (SELECT COUNT(*) FROM transitions), (SELECT COUNT(*) FROM episodes)")
-        return int(rows[0][0]), int(rows[0][1])
+        return int(rows[0][0]), int(rows[0][1])  # COUNT is always an integer
 
     def next_numbers(self) -> tuple[int, int]:
         """The transition number and episode number the next commit starts at."""
         rows = self.fetchall("SELECT (SELECT MAX(idx) FROM transitions), (SELECT MAX(episode) FROM episodes)")
-        last_idx, last_ep = rows[0]
+        last_idx, last_ep = rows[0]  # numbers of INTEGER PRIMARY KEY columns: always integers
         return (-1 if last_idx is None else last_idx) + 1, (-1 if last_ep is None else last_ep) + 1
 
     def query(self, query: TransitionQuery, limit: int | None = None) -> list[int]:
@@ -249,23 +298,6 @@ class Index:
 
     # ------------------------------------------------------------------------------------------ recovery
 
-    def truncate_from_episode(self, episode: int) -> None:
-        """Drop episode `episode` and every later one (used when recovery finds them unreadable)."""
-        with self.transaction() as db:
-            rows = db.execute(
-                "SELECT segment_id, COUNT(*) FROM transitions WHERE episode >= ? GROUP BY segment_id", (episode,)
-            )
-            for seg_id, n in rows.fetchall():
-                eps = db.execute(
-                    "SELECT COUNT(*) FROM episodes WHERE segment_id = ? AND episode >= ?", (seg_id, episode)
-                )
-                db.execute(
-                    "UPDATE segments SET transitions = transitions - ?, episodes = episodes - ? WHERE id = ?",
-                    (n, eps.fetchone()[0], seg_id),
-                )
-            db.execute("DELETE FROM transitions WHERE episode >= ?", (episode,))
-            db.execute("DELETE FROM episodes WHERE episode >= ?", (episode,))
-
     def move_segment(
         self,
         segment_id: int,
@@ -273,8 +305,11 @@ class Index:
         events: Sequence[tuple[int, Position, Position]],
         size: int,
         closed_ns: int,
+        *,
+        dropped: Sequence[int] = (),
     ) -> None:
-        """Point rows at a rewritten segment file and mark it closed, in one transaction."""
+        """Point rows at a rewritten segment file, drop the episodes `dropped` (buffer episode numbers) that it
+        no longer holds, and mark it closed, all in one transaction."""
         with self.transaction() as db:
             db.executemany(
                 "UPDATE transitions SET offset = ?, length = ? WHERE idx = ?",
@@ -285,10 +320,46 @@ class Index:
                 "WHERE episode = ?",
                 [(s.offset, s.length, e.offset, e.length, ep) for ep, s, e in events],
             )
+            _drop_episodes(db, dropped)
             db.execute(
                 "UPDATE segments SET state = 'closed', bytes = ?, closed_ns = ? WHERE id = ?",
                 (size, closed_ns, segment_id),
             )
+
+
+def _drop_episodes(db: sqlite3.Connection, episodes: Sequence[int]) -> None:
+    """Delete `episodes` and their transitions (inside a transaction); their segments' counts become what is left,
+    later transitions are numbered down so the numbers stay contiguous (the in-memory columns are indexed by them),
+    and episodes' first_index follow."""
+    firsts: list[int] = []
+    owners: set[int] = set()
+    for episode in episodes:
+        owners.update(r[0] for r in db.execute("SELECT segment_id FROM episodes WHERE episode = ?", (episode,)))
+        first = db.execute("SELECT MIN(idx) FROM transitions WHERE episode = ?", (episode,)).fetchone()[0]
+        db.execute("DELETE FROM transitions WHERE episode = ?", (episode,))
+        db.execute("DELETE FROM episodes WHERE episode = ?", (episode,))
+        if first is not None:
+            firsts.append(first)
+    db.executemany(
+        "UPDATE segments SET episodes = (SELECT COUNT(*) FROM episodes WHERE segment_id = segments.id), "
+        "transitions = (SELECT COUNT(*) FROM transitions WHERE segment_id = segments.id) WHERE id = ?",
+        [(seg,) for seg in sorted(owners)],
+    )
+    if firsts:
+        _number_down(db, min(firsts))
+
+
+def _number_down(db: sqlite3.Connection, first: int) -> None:
+    """Number the transitions after the free number `first` first, first + 1, ... (in their order)."""
+    later = [r[0] for r in db.execute("SELECT idx FROM transitions WHERE idx > ? ORDER BY idx", (first,))]
+    # through negative numbers: no row ever takes a number another row still holds
+    db.executemany("UPDATE transitions SET idx = ? WHERE idx = ?", [(-1 - (first + k), i) for k, i in enumerate(later)])
+    db.execute("UPDATE transitions SET idx = -1 - idx WHERE idx < 0")
+    db.execute(
+        "UPDATE episodes SET first_index = (SELECT MIN(idx) FROM transitions WHERE transitions.episode = "
+        "episodes.episode) WHERE first_index > ?",
+        (first,),
+    )
 
 
 def _episode_values(e: EpisodeRow) -> tuple[Any, ...]:

@@ -2,15 +2,20 @@
 
 The buffer writes chunks without compression, so a message inside a chunk sits at a fixed byte offset
 of the file; the index stores that offset and a cache miss reads exactly one record with `pread`.
-This scanner is how the writer learns those offsets (it reads back what it just wrote) and how
-`verify` and recovery find the last whole record of a segment cut short by kill -9.
+This scanner is how the writer learns those offsets (it reads back what it just wrote), how `verify` and
+recovery find the last whole record of a segment cut short by kill -9, and (in salvage mode, checking each
+chunk's CRC) how recovery and `user buffer reindex` tell intact chunks of a damaged segment from damaged ones.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import mmap
 import os
 import struct
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -44,6 +49,7 @@ class MessageSpan:
     channel_id: int
     log_time: int
     length: int  # bytes of the message payload (the CDR data)
+    chunk_crc_ok: bool | None = None  # its chunk's CRC matched (None: not checked, or not in a chunk with a CRC)
 
 
 @dataclass
@@ -55,6 +61,13 @@ class ScanResult:
     end: int = 0  # file offset just after the last whole top-level record
     footer: bool = False  # the file is finished (a footer record was reached)
     problem: str | None = None  # why scanning stopped before the end of the bytes, if it did
+    skipped: list[str] = field(default_factory=list)  # salvage mode: malformed records passed over, and why
+
+
+@dataclass(frozen=True)
+class _Mode:
+    check_crc: bool = False
+    salvage: bool = False
 
 
 def _string(buf: memoryview, pos: int) -> tuple[str, int]:
@@ -78,19 +91,41 @@ def _message(body: memoryview, offset: int) -> MessageSpan:
     return MessageSpan(offset, channel_id, log_time, len(body) - _MESSAGE_HEAD.size)
 
 
-def _chunk(body: memoryview, body_offset: int, result: ScanResult) -> None:
-    """Collect the messages and channels inside an uncompressed chunk whose body starts at `body_offset`."""
+def _chunk(body: memoryview, body_offset: int, result: ScanResult, mode: _Mode) -> None:
+    """Collect the messages and channels inside an uncompressed chunk whose body starts at `body_offset`.
+
+    With `mode.check_crc`, each message found is marked with whether the chunk's records match its CRC. In
+    salvage mode a chunk whose records do not fill it exactly, or end cut, adds nothing (it is not trusted)."""
+    at = body_offset - RECORD_PREFIX
+    if len(body) < _CHUNK_HEAD.size:
+        raise ScanError(f"chunk at {at} is too short")
+    crc = _CHUNK_HEAD.unpack_from(body, 0)[3]
     compression, pos = _string(body, _CHUNK_HEAD.size)
     if compression:
-        raise ScanError(f"chunk at {body_offset - RECORD_PREFIX} is {compression}-compressed")
+        raise ScanError(f"chunk at {at} is {compression}-compressed")
     (records_len,) = _U64.unpack_from(body, pos)
     pos += 8
-    if pos + records_len > len(body):
-        raise ScanError(f"chunk at {body_offset - RECORD_PREFIX} claims more records than it holds")
-    _records(body[pos : pos + records_len], body_offset + pos, result, inner=True)
+    held = len(body) - pos
+    if records_len > held:
+        raise ScanError(f"chunk at {at} claims more records than it holds")
+    if mode.salvage and records_len != held:
+        raise ScanError(f"chunk at {at} claims fewer records than it holds")
+    records = body[pos : pos + records_len]
+    crc_ok = zlib.crc32(records) == crc if mode.check_crc and crc else None
+    inner = ScanResult()
+    _records(records, body_offset + pos, inner, inner=True, mode=mode)
+    if mode.salvage and inner.problem is not None:
+        raise ScanError(f"chunk at {at}: {inner.problem}")
+    result.messages.extend(
+        MessageSpan(m.offset, m.channel_id, m.log_time, m.length, crc_ok) if crc_ok is not None else m
+        for m in inner.messages
+    )
+    result.topics.update(inner.topics)
+    if inner.problem is not None and result.problem is None:
+        result.problem = inner.problem
 
 
-def _records(buf: memoryview, base: int, result: ScanResult, *, inner: bool) -> None:
+def _records(buf: memoryview, base: int, result: ScanResult, *, inner: bool, mode: _Mode) -> None:
     """Walk the records of `buf` (file offset `base`), filling `result`; stops at a footer or a cut."""
     pos = 0
     while pos < len(buf):
@@ -103,13 +138,12 @@ def _records(buf: memoryview, base: int, result: ScanResult, *, inner: bool) -> 
             result.problem = f"record at byte {base + pos} (opcode {opcode:#x}) needs {length} bytes, file ends first"
             break
         body = buf[body_start : body_start + length]
-        if opcode == OP_MESSAGE:
-            result.messages.append(_message(body, base + pos))
-        elif opcode == OP_CHANNEL:
-            channel_id, topic = _channel(body)
-            result.topics[channel_id] = topic
-        elif opcode == OP_CHUNK and not inner:
-            _chunk(body, base + body_start, result)
+        try:
+            _record(opcode, body, base + pos, result, inner=inner, mode=mode)
+        except (ScanError, struct.error, UnicodeDecodeError) as exc:
+            if not mode.salvage or inner:
+                raise
+            result.skipped.append(f"record at byte {base + pos} (opcode {opcode:#x}): {exc}")
         pos = body_start + length
         if not inner:
             result.end = base + pos
@@ -118,33 +152,64 @@ def _records(buf: memoryview, base: int, result: ScanResult, *, inner: bool) -> 
             break
 
 
-def scan(data: bytes | memoryview, base: int = 0, *, expect_magic: bool = False) -> ScanResult:
+def _record(opcode: int, body: memoryview, offset: int, result: ScanResult, *, inner: bool, mode: _Mode) -> None:
+    if opcode == OP_MESSAGE:
+        result.messages.append(_message(body, offset))
+    elif opcode == OP_CHANNEL:
+        channel_id, topic = _channel(body)
+        result.topics[channel_id] = topic
+    elif opcode == OP_CHUNK and not inner:
+        _chunk(body, offset + RECORD_PREFIX, result, mode)
+
+
+def scan(
+    data: bytes | memoryview,
+    base: int = 0,
+    *,
+    expect_magic: bool = False,
+    check_crc: bool = False,
+    salvage: bool = False,
+) -> ScanResult:
     """Scan top-level records of `data`, which starts at file offset `base`.
 
     With `expect_magic`, `data` is a whole file (starting with the MCAP magic). A cut record ends the scan
     with `problem` set and `end` at the last whole record; bytes that do not follow the layout raise
-    `ScanError`.
+    `ScanError`, except in `salvage` mode, which passes over a malformed record whose length is whole (noted
+    in `skipped`) and ends at bytes that are not even that (noted in `problem`). `check_crc` marks every
+    message of a chunk with whether the chunk's CRC matches.
     """
     buf = memoryview(data)
     result = ScanResult(end=base)
     start = 0
     if expect_magic:
         if bytes(buf[: len(MAGIC)]) != MAGIC:
-            raise ScanError("not an MCAP file (bad magic)")
+            if not salvage:
+                raise ScanError("not an MCAP file (bad magic)")
+            result.skipped.append("bad magic")
         start = len(MAGIC)
         result.end = base + start
     try:
-        _records(buf[start:], base + start, result, inner=False)
+        _records(buf[start:], base + start, result, inner=False, mode=_Mode(check_crc, salvage))
     except (struct.error, UnicodeDecodeError) as exc:
         raise ScanError(f"malformed record: {exc}") from exc
     return result
 
 
-def scan_file(path: str) -> ScanResult:
-    """Scan a whole MCAP file (finished or cut short)."""
+@contextlib.contextmanager
+def mapped(path: str) -> Iterator[memoryview]:
+    """The bytes of the file at `path`, memory-mapped (read-only; a segment of hundreds of MiB stays on disk)."""
     with open(path, "rb") as f:
-        data = f.read()
-    return scan(data, expect_magic=True)
+        if os.fstat(f.fileno()).st_size == 0:
+            yield memoryview(b"")
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+            yield view
+
+
+def scan_file(path: str, *, check_crc: bool = False, salvage: bool = False) -> ScanResult:
+    """Scan a whole MCAP file (finished or cut short); see `scan`."""
+    with mapped(path) as data:
+        return scan(data, expect_magic=True, check_crc=check_crc, salvage=salvage)
 
 
 def parse_message_record(record: bytes, offset: int) -> tuple[int, bytes]:

@@ -146,14 +146,18 @@ def read_metadata(bag_dir: Path) -> BagMetadata:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise BagReadError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise BagReadError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
     except yaml.YAMLError as exc:
-        raise BagReadError(f"{path}: not valid YAML: {exc}") from exc
+        raise BagReadError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    except RecursionError as exc:
+        raise BagReadError(f"{path}: not valid YAML: nested too deeply") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("rosbag2_bagfile_information"), dict):
         raise BagReadError(f"{path}: no 'rosbag2_bagfile_information' mapping")
     info = doc["rosbag2_bagfile_information"]
     try:
         return _parse(info)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field of another type than Humble's
         raise BagReadError(f"{path}: malformed metadata ({type(exc).__name__}: {exc})") from exc
 
 

@@ -1,17 +1,24 @@
-"""Crash recovery: make the segments and the index agree again after a writer died (kill -9, power loss).
+"""Crash recovery: make the segments and the index agree again after a writer died (kill -9, power loss) or a
+segment file was damaged, without ever losing an intact episode.
 
 The index is the truth about which episodes are in the buffer (an episode is in once its rows are
 committed). On opening for writing:
 
 * a closed segment whose rewrite was committed but not yet renamed into place is rolled forward, and a
   missing metadata.yaml is rebuilt from the index;
+* a closed segment whose file no longer is what was closed (missing, another size, no footer: cut short or
+  overwritten) is damaged: its original bytes go to quarantine/ first, then it is treated as an open one;
 * an open segment (the one being written when the writer died) has no footer, may end inside a record
-  and may hold messages of episodes that were never committed. Its committed episodes are copied, by
-  their indexed positions, into a fresh segment file that gets a proper footer and metadata.yaml; the
-  index is pointed at the new positions in one transaction, then the file is renamed into place. The
-  uncommitted rest (a partial episode) is dropped whole. An open segment with no committed episode is
-  removed.
+  and may hold messages of episodes that were never committed. Each committed episode is read at its
+  indexed positions (its chunks' CRCs checked, and where no CRC covers a message, the message decoded and
+  compared with its row); every readable one is copied into a fresh segment file that gets a proper footer
+  and metadata.yaml, and the index is pointed at the new positions in one transaction (which also drops the
+  unreadable episodes, numbering later transitions down), then the file is renamed into place. The
+  uncommitted rest (a partial episode) is dropped whole. When a committed episode could not be read, the
+  original file is kept in quarantine/ (see `user.buffer.quarantine`) before anything replaces it. An open
+  segment with no committed episode is removed.
 
+Each segment that lost or kept episodes gets one log line saying which; `RecoveryReport` holds the same.
 Every step can itself be interrupted by a crash and simply runs again on the next open.
 """
 
@@ -22,14 +29,19 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from user.buffer.config import StorageConfig
-from user.buffer.errors import SegmentError
+from user.buffer.errors import BufferIndexError, CorruptRecordError, SegmentError
 from user.buffer.index import EpisodeRow, Index, SegmentRow, TransitionRow
+from user.buffer.mcapscan import has_footer, scan_file
 from user.buffer.metadata import METADATA_FILE, fsync_dir, write_metadata
+from user.buffer.quarantine import note, quarantine
 from user.buffer.segments import (
     EVENT_TOPIC,
+    EVENT_TYPE,
     TRANSITION_TOPIC,
+    TRANSITION_TYPE,
     OutMessage,
     Position,
     SegmentReader,
@@ -37,29 +49,49 @@ from user.buffer.segments import (
     SegmentWriter,
     segment_metadata,
 )
-from user.buffer.storage import segment_path
+from user.buffer.storage import SEGMENTS_DIR, read_within, segment_path
 from user.buffer.writer import FaultHook
-from user.interfaces.codec import Codec
+from user.interfaces.codec import Codec, DecodeError
+from user.interfaces.episode_events import EpisodeKind
 from user.interfaces.stamps import now_ns
 
 _log = logging.getLogger("user.buffer.recovery")
 
 RECOVERING_SUFFIX = ".recovering"
+MAX_LISTED = 5  # unreadable episodes named one by one in a segment's log line
 
 
 @dataclass
 class RecoveryReport:
     """What recovery did."""
 
-    rewritten: list[str] = field(default_factory=list)  # open segments given a footer (committed episodes kept)
-    removed: list[str] = field(default_factory=list)  # open segments with no committed episode
+    rewritten: list[str] = field(default_factory=list)  # segments rewritten with their readable committed episodes
+    removed: list[str] = field(default_factory=list)  # segments left with no committed episode
     rolled_forward: list[str] = field(default_factory=list)  # rewrites finished after an interrupted recovery
     metadata_rebuilt: list[str] = field(default_factory=list)
-    dropped_episodes: int = 0  # committed episodes whose data was unreadable (power loss without fsync)
+    damaged: list[str] = field(default_factory=list)  # closed segments whose file was missing, cut or changed
+    quarantined: list[str] = field(default_factory=list)  # folders keeping the original bytes of damaged segments
+    kept: dict[str, int] = field(default_factory=dict)  # segment -> committed episodes kept by its rewrite
+    lost: dict[str, list[int]] = field(default_factory=dict)  # segment -> episodes (buffer numbers) unreadable
+
+    @property
+    def dropped_episodes(self) -> int:
+        """Committed episodes whose data was unreadable or gone (power loss without fsync, damage)."""
+        return sum(len(numbers) for numbers in self.lost.values())
 
     @property
     def changed(self) -> bool:
         return bool(self.rewritten or self.removed or self.rolled_forward or self.metadata_rebuilt)
+
+
+@dataclass
+class _Job:
+    directory: Path
+    index: Index
+    codec: Codec
+    config: StorageConfig
+    report: RecoveryReport
+    hook: FaultHook
 
 
 def recover(
@@ -67,36 +99,68 @@ def recover(
 ) -> RecoveryReport:
     """Reconcile every segment with the index (see the module docstring)."""
     report = RecoveryReport()
-    job = _Job(index, codec, config, report, fault_hook or (lambda _point: None))
-    for seg in index.segments():
+    job = _Job(directory, index, codec, config, report, fault_hook or (lambda _point: None))
+    segments = index.segments()
+    root = directory / SEGMENTS_DIR
+    if not root.is_dir() and any(s.state == "closed" or s.episodes for s in segments):
+        raise BufferIndexError(
+            f"{root} is missing, yet the index lists {len(segments)} segments: restore it (to keep only the "
+            f"segments that are there, rebuild the index with `user buffer reindex {directory}`)"
+        )
+    for seg in segments:
         path = segment_path(directory, seg.name)
         tmp = path.with_name(path.name + RECOVERING_SUFFIX)
         if seg.state == "closed":
-            _settle_closed(seg, path, tmp, index, report)
+            _settle_closed(seg, path, tmp, job)
         else:
             if tmp.exists():
                 tmp.unlink()  # an earlier recovery died before committing: start it again
             _recover_open(seg, path, tmp, job)
     if report.changed:
         _log.warning(
-            "recovered %s: rewrote %s, removed %s, rolled forward %s, dropped %d unreadable episodes",
+            "recovered %s: rewrote %s, removed %s, rolled forward %s, dropped %d unreadable episodes%s",
             directory,
             report.rewritten or "none",
             report.removed or "none",
             report.rolled_forward or "none",
             report.dropped_episodes,
+            f"; original bytes kept in {report.quarantined}" if report.quarantined else "",
         )
     return report
 
 
-def _settle_closed(seg: SegmentRow, path: Path, tmp: Path, index: Index, report: RecoveryReport) -> None:
+def _settle_closed(seg: SegmentRow, path: Path, tmp: Path, job: _Job) -> None:
     if tmp.exists():
         os.replace(tmp, path)
         fsync_dir(path.parent)
-        report.rolled_forward.append(seg.name)
-    if not (path.parent / METADATA_FILE).exists() and path.exists():
-        write_metadata(path.parent, segment_metadata(path.name, stats_from_index(index, seg.id)))
-        report.metadata_rebuilt.append(seg.name)
+        job.report.rolled_forward.append(seg.name)
+    problem = closed_segment_problem(seg, path)
+    if problem is not None:
+        _log.error("segment %s: %s; keeping its readable episodes", seg.name, problem)
+        job.report.damaged.append(seg.name)
+        kept_in = ""
+        if path.exists():  # its bytes first, then mark it open: a crash from here on recovers it as an open one
+            kept_in = _quarantine(seg, path, job, [f"segment {seg.name} was closed, but {problem}"])
+        job.index.reopen_segment(seg.id)
+        _recover_open(seg, path, tmp, job, kept_in=kept_in)
+        return
+    if not (path.parent / METADATA_FILE).exists():
+        write_metadata(path.parent, segment_metadata(path.name, stats_from_index(job.index, seg.id)))
+        job.report.metadata_rebuilt.append(seg.name)
+
+
+def closed_segment_problem(seg: SegmentRow, path: Path) -> str | None:
+    """What is wrong with a closed segment's file, judged cheaply (its size and its footer); None if nothing."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return f"its file {path} is missing"
+    if size != seg.bytes:
+        return f"{path.name} holds {size} bytes, {seg.bytes} when it was closed"
+    with open(path, "rb") as f:
+        if not has_footer(f):
+            return f"{path.name} does not end with a footer"
+    return None
 
 
 def stats_from_index(index: Index, segment_id: int) -> SegmentStats:
@@ -118,22 +182,31 @@ def _remove_segment(seg: SegmentRow, path: Path, index: Index, report: RecoveryR
     report.removed.append(seg.name)
 
 
+def _quarantine(seg: SegmentRow, path: Path, job: _Job, why: list[str]) -> str:
+    folder = quarantine(job.directory, seg.name, [path], why)
+    shown = str(folder.relative_to(job.directory))
+    job.report.quarantined.append(shown)
+    return shown
+
+
 @dataclass
-class _Job:
-    index: Index
-    codec: Codec
-    config: StorageConfig
-    report: RecoveryReport
-    hook: FaultHook
+class _Copy:
+    """Committed episodes of one segment copied into its rewrite, and those that could not be read."""
+
+    rows: list[tuple[int, Position]] = field(default_factory=list)  # transition number -> new position
+    events: list[tuple[int, Position, Position]] = field(default_factory=list)  # episode -> START, END
+    transitions: int = 0
+    lost: dict[int, str] = field(default_factory=dict)  # episode -> why it is unreadable
 
 
-def _recover_open(seg: SegmentRow, path: Path, tmp: Path, job: _Job) -> None:
+def _recover_open(seg: SegmentRow, path: Path, tmp: Path, job: _Job, *, kept_in: str = "") -> None:
+    """Rewrite a segment with its readable committed episodes; `kept_in`: where its original bytes already are."""
     index, report = job.index, job.report
     episodes = index.episodes(seg.id)
     if not episodes or not path.exists():
         if episodes:
             _log.error("segment %s: file %s is missing; its %d episodes are lost", seg.name, path, len(episodes))
-            report.dropped_episodes += len(episodes)
+            report.lost[seg.name] = [e.episode for e in episodes]
         _remove_segment(seg, path, index, report)
         return
     rows: dict[int, list[TransitionRow]] = {}
@@ -141,47 +214,117 @@ def _recover_open(seg: SegmentRow, path: Path, tmp: Path, job: _Job) -> None:
         rows.setdefault(row.episode, []).append(row)
     chunk_bytes = max(1024, int(job.config.chunk_mb * 1024 * 1024))
     writer = SegmentWriter(tmp, job.codec, chunk_bytes=chunk_bytes, fsync_episodes=False, fsync_close=True)
-    moved_rows: list[tuple[int, Position]] = []
-    moved_events: list[tuple[int, Position, Position]] = []
-    with SegmentReader(path) as reader:
-        for ep in episodes:
-            try:
-                messages = _episode_messages(reader, ep, rows.get(ep.episode, []))
-            except SegmentError as exc:
-                dropped = [e for e in episodes if e.episode >= ep.episode]
-                _log.error(
-                    "segment %s: episode %d unreadable (%s); dropping it and %d later",
-                    seg.name,
-                    ep.episode,
-                    exc,
-                    len(dropped) - 1,
-                )
-                index.truncate_from_episode(ep.episode)
-                report.dropped_episodes += len(dropped)
-                break
-            positions = writer.write_episode(messages)
-            moved_events.append((ep.episode, positions[0], positions[-1]))
-            moved_rows.extend((r.index, p) for r, p in zip(rows[ep.episode], positions[1:-1], strict=True))
-    if not moved_events:
+    copy = _copy_readable(path, episodes, rows, writer, job.codec)
+    _account(seg, path, len(episodes), copy, job, kept_in=kept_in)
+    if not copy.events:
         writer.abandon()
         tmp.unlink()
         _remove_segment(seg, path, index, report)
         return
     stats = writer.finish()
     job.hook("recover:rewritten")
-    index.move_segment(seg.id, moved_rows, moved_events, os.path.getsize(tmp), now_ns())
+    index.move_segment(seg.id, copy.rows, copy.events, os.path.getsize(tmp), now_ns(), dropped=list(copy.lost))
     job.hook("recover:indexed")
     os.replace(tmp, path)
     fsync_dir(path.parent)
     write_metadata(path.parent, segment_metadata(path.name, stats))
     report.rewritten.append(seg.name)
+    report.kept[seg.name] = len(copy.events)
 
 
-def _episode_messages(reader: SegmentReader, ep: EpisodeRow, rows: list[TransitionRow]) -> list[OutMessage]:
+def _copy_readable(
+    path: Path, episodes: list[EpisodeRow], rows: dict[int, list[TransitionRow]], writer: SegmentWriter, codec: Codec
+) -> _Copy:
+    """Copy every readable committed episode of `path` into `writer`, in order; note why each other one is not."""
+    check = _Check(codec, crc_verdicts(path), path.stat().st_size)
+    copy = _Copy()
+    with SegmentReader(path) as reader:
+        for ep in episodes:
+            ep_rows = rows.get(ep.episode, [])
+            try:
+                messages = _episode_messages(reader, ep, ep_rows, check)
+            except SegmentError as exc:
+                copy.lost[ep.episode] = str(exc)
+                continue
+            positions = writer.write_episode(messages)
+            copy.events.append((ep.episode, positions[0], positions[-1]))
+            copy.rows.extend((r.index, p) for r, p in zip(ep_rows, positions[1:-1], strict=True))
+            copy.transitions += len(ep_rows)
+    return copy
+
+
+def _account(seg: SegmentRow, path: Path, committed: int, copy: _Copy, job: _Job, *, kept_in: str) -> None:
+    """Keep the original bytes of a segment that lost episodes (before anything replaces them; unless `kept_in`
+    already holds them) and say, in one line, what was kept and what not."""
+    report = job.report
+    if not copy.lost:
+        _log.warning(
+            "segment %s: kept all %d committed episodes (%d transitions)", seg.name, committed, copy.transitions
+        )
+        return
+    report.lost[seg.name] = list(copy.lost)
+    listed = "; ".join(f"episode {ep}: {why}" for ep, why in list(copy.lost.items())[:MAX_LISTED])
+    more = f"; and {len(copy.lost) - MAX_LISTED} more" if len(copy.lost) > MAX_LISTED else ""
+    line = (
+        f"segment {seg.name}: kept {len(copy.events)} of {committed} committed episodes ({copy.transitions} "
+        f"transitions); lost {len(copy.lost)} unreadable: {listed}{more}"
+    )
+    if kept_in:
+        note(job.directory / kept_in, [line])
+    else:
+        kept_in = _quarantine(seg, path, job, [line])
+    _log.error("%s; original bytes kept in %s", line, kept_in)
+
+
+@dataclass(frozen=True)
+class _Check:
+    codec: Codec
+    crc: dict[int, bool]  # message record offset -> whether its chunk's CRC matched
+    size: int  # of the file
+
+
+def crc_verdicts(path: Path) -> dict[int, bool]:
+    """For every message record of `path` inside a chunk with a CRC: whether the chunk's bytes match it."""
+    scanned = scan_file(str(path), check_crc=True, salvage=True)
+    return {m.offset: m.chunk_crc_ok for m in scanned.messages if m.chunk_crc_ok is not None}
+
+
+def _episode_messages(
+    reader: SegmentReader, ep: EpisodeRow, rows: list[TransitionRow], check: _Check
+) -> list[OutMessage]:
+    """The messages of committed episode `ep`, read at its indexed positions; `SegmentError` says why not."""
     if len(rows) != ep.steps:
         raise SegmentError(f"episode {ep.episode} has {len(rows)} transition rows, expected {ep.steps}")
-    return [
-        OutMessage(EVENT_TOPIC, reader.read(ep.start_event), ep.start_wall_ns),
-        *(OutMessage(TRANSITION_TOPIC, reader.read(r.position), r.wall_ns) for r in rows),
-        OutMessage(EVENT_TOPIC, reader.read(ep.end_event), ep.end_wall_ns),
-    ]
+    out = [OutMessage(EVENT_TOPIC, _event(reader, ep, EpisodeKind.START, check), ep.start_wall_ns)]
+    for row in rows:
+        payload, msg = _read(reader, row.position, check, TRANSITION_TYPE)
+        if msg is not None:
+            got = (str(msg.robot_id), int(msg.episode_id), int(msg.step), bool(msg.is_demo))
+            if got != (row.robot_id, row.episode_id, row.step, row.is_demo):
+                raise CorruptRecordError(str(reader.path), row.offset, f"holds {got}, not transition {row.index}")
+        out.append(OutMessage(TRANSITION_TOPIC, payload, row.wall_ns))
+    out.append(OutMessage(EVENT_TOPIC, _event(reader, ep, EpisodeKind.END, check), ep.end_wall_ns))
+    return out
+
+
+def _event(reader: SegmentReader, ep: EpisodeRow, kind: EpisodeKind, check: _Check) -> bytes:
+    position = ep.start_event if kind == EpisodeKind.START else ep.end_event
+    payload, msg = _read(reader, position, check, EVENT_TYPE)
+    if msg is not None and (int(msg.kind) != kind or int(msg.episode_id) != ep.episode_id):
+        raise CorruptRecordError(str(reader.path), position.offset, f"not the {kind.name} of episode {ep.episode}")
+    return payload
+
+
+def _read(reader: SegmentReader, position: Position, check: _Check, typename: str) -> tuple[bytes, Any]:
+    """The payload at `position`, and the message it decodes to when no chunk CRC vouches for it (None when one
+    does); `CorruptRecordError` when the CRC does not match or the payload does not decode."""
+    payload = read_within(reader, position, check.size)
+    verdict = check.crc.get(position.offset)
+    if verdict is not None:
+        if not verdict:
+            raise CorruptRecordError(str(reader.path), position.offset, "its chunk's bytes do not match its CRC")
+        return payload, None
+    try:
+        return payload, check.codec.decode(payload, typename)
+    except DecodeError as exc:
+        raise CorruptRecordError(str(reader.path), position.offset, str(exc)) from exc

@@ -42,7 +42,8 @@ LOCK_FILE = "LOCK"
 READ_ONLY_POLL_S = 0.2  # how often a read-only buffer looks for new episodes while waiting to sample
 
 
-def _lock(directory: Path) -> int:
+def lock_directory(directory: Path) -> int:
+    """Take the exclusive writer lock of buffer `directory` (`BufferLockedError` if another process holds it)."""
     fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -88,7 +89,10 @@ class ReplayBuffer:
     ) -> ReplayBuffer:
         """Open (creating it if needed, unless read-only) the buffer in `directory`.
 
-        Opening for writing takes an exclusive lock and first recovers from any crash of an earlier writer.
+        Opening for writing takes an exclusive lock and first recovers from any crash of an earlier writer, and
+        from segment files found damaged (see `user.buffer.recovery`: readable episodes kept, originals in
+        quarantine/). Segments without an index are a `MissingIndexError` and a damaged index an
+        `IndexDamagedError` (both say to run `user buffer reindex DIR`), never an empty buffer.
         """
         path = Path(directory)
         config = config or BufferConfig()
@@ -97,7 +101,7 @@ class ReplayBuffer:
             reader_index = Index(path, read_only=True)
             return cls(DiskStorage(path, reader_index, codec, config.storage), config, None, None, None)
         path.mkdir(parents=True, exist_ok=True)
-        lock_fd = _lock(path)
+        lock_fd = lock_directory(path)
         index: Index | None = None
         try:
             started = time.monotonic()

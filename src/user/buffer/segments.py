@@ -17,7 +17,7 @@ from pathlib import Path
 from mcap.writer import CompressionType, IndexType, Writer
 
 from user import __version__
-from user.buffer.errors import CorruptRecordError, SegmentError, TruncatedSegmentError
+from user.buffer.errors import CorruptRecordError, SegmentError, SegmentWriteError, TruncatedSegmentError
 from user.buffer.mcapscan import MESSAGE_PREFIX, ScanError, parse_message_record, scan
 from user.buffer.metadata import BagMetadata, FileInfo, TopicInfo, qos_profile_yaml
 from user.interfaces.codec import Codec
@@ -94,8 +94,16 @@ def segment_metadata(file_name: str, stats: SegmentStats) -> BagMetadata:
     )
 
 
+def _reason(exc: BaseException) -> str:
+    """An error's reason, as an operator reads it (`No space left on device` rather than `[Errno 28] ...`)."""
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
 class SegmentWriter:
-    """Writes one segment's MCAP file, one episode (a list of messages) at a time."""
+    """Writes one segment's MCAP file, one episode (a list of messages) at a time.
+
+    A write that fails (disk full, I/O error) closes the file cut back to the end of the last whole episode,
+    so what was written before stays valid; the segment takes no further episodes after that."""
 
     def __init__(self, path: Path, codec: Codec, *, chunk_bytes: int, fsync_episodes: bool, fsync_close: bool) -> None:
         self.path = path
@@ -105,8 +113,13 @@ class SegmentWriter:
         try:
             self._stream = open(path, "xb")  # noqa: SIM115 - owned by this object, closed in finish/abandon
         except OSError as exc:
-            raise SegmentError(f"{path}: cannot create segment file ({exc.strerror or exc})") from exc
-        self._read_fd = os.open(path, os.O_RDONLY)
+            raise SegmentError(f"{path}: cannot create segment file ({_reason(exc)})") from exc
+        try:
+            self._read_fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            self._stream.close()
+            raise SegmentError(f"{path}: cannot open segment file to read back ({_reason(exc)})") from exc
+        self._closed = False
         self._writer = Writer(
             self._stream,
             chunk_size=chunk_bytes,
@@ -126,7 +139,7 @@ class SegmentWriter:
                 metadata={"offered_qos_profiles": qos_profile_yaml()},
             )
         self._sequence = 0
-        self._closed = False
+        self._episode_start = self._stream.tell()  # file offset where the episode written last begins
 
     @property
     def bytes_written(self) -> int:
@@ -136,21 +149,29 @@ class SegmentWriter:
         """Append `messages` as whole chunks, flush them to the OS (and disk, if fsync), return their positions."""
         if self._closed:
             raise SegmentError(f"{self.path}: segment already closed")
-        start = self._stream.tell()
-        for msg in messages:
-            self._sequence += 1
-            self._writer.add_message(
-                channel_id=self._channels[msg.topic],
-                log_time=msg.log_time_ns,
-                data=msg.data,
-                publish_time=msg.log_time_ns,
-                sequence=self._sequence & 0xFFFFFFFF,
+        start = self._episode_start = self._stream.tell()
+        try:
+            for msg in messages:
+                self._sequence += 1
+                self._writer.add_message(
+                    channel_id=self._channels[msg.topic],
+                    log_time=msg.log_time_ns,
+                    data=msg.data,
+                    publish_time=msg.log_time_ns,
+                    sequence=self._sequence & 0xFFFFFFFF,
+                )
+            self._writer.flush()  # type: ignore[no-untyped-call]
+            if self._fsync_episodes:
+                os.fsync(self._stream.fileno())
+            positions = self._positions(start, self._stream.tell(), messages)
+        except Exception as exc:  # whatever failed, no byte of this episode may stay in the file
+            self._close_at(start)
+            what = (
+                str(exc) if isinstance(exc, SegmentError) else f"{self.path}: cannot write an episode ({_reason(exc)})"
             )
-        self._writer.flush()  # type: ignore[no-untyped-call]
-        if self._fsync_episodes:
-            os.fsync(self._stream.fileno())
-        end = self._stream.tell()
-        positions = self._positions(start, end, messages)
+            raise SegmentWriteError(
+                f"{what}; the segment was closed at byte {start}, after its last whole episode"
+            ) from exc
         for msg in messages:
             self.stats.add(msg.topic, msg.log_time_ns)
         return positions
@@ -170,18 +191,24 @@ class SegmentWriter:
         return [Position(span.offset, span.length) for span in found]
 
     def finish(self) -> SegmentStats:
-        """Write the MCAP summary and footer, make the file durable, close it."""
+        """Write the MCAP summary and footer, make the file durable, close it. If that fails, the file is closed
+        without a footer, cut back to its last whole episode (`SegmentWriteError`)."""
         if self._closed:
             return self.stats
-        self._writer.finish()  # type: ignore[no-untyped-call]
-        self._stream.flush()
-        if self._fsync_close:
-            os.fsync(self._stream.fileno())
+        end = self._stream.tell()
+        try:
+            self._writer.finish()  # type: ignore[no-untyped-call]
+            self._stream.flush()
+            if self._fsync_close:
+                os.fsync(self._stream.fileno())
+        except Exception as exc:
+            self._close_at(end)
+            raise SegmentWriteError(f"{self.path}: cannot write the footer ({_reason(exc)})") from exc
         self._close_files()
         return self.stats
 
     def abandon(self) -> None:
-        """Close the file without a footer (what a crash leaves; used when a write fails)."""
+        """Close the file without a footer (what a crash leaves); never raises."""
         if not self._closed:
             try:
                 self._stream.flush()
@@ -189,9 +216,28 @@ class SegmentWriter:
                 _log.warning("%s: flush on abandon failed: %s", self.path, exc)
             self._close_files()
 
+    def discard_last_episode(self) -> None:
+        """Close the file without a footer, cut back to where the episode written last begins (its index rows
+        could not be committed: no record the index does not know may stay); never raises."""
+        self._close_at(self._episode_start)
+
+    def _close_at(self, size: int) -> None:
+        """Close the file without a footer and drop every byte from `size` on; never raises."""
+        if self._closed:
+            return
+        self._close_files()
+        try:
+            os.truncate(self.path, size)
+        except OSError as exc:  # recovery drops the unindexed rest when the buffer is opened next
+            _log.warning("%s: cannot cut back to byte %d: %s", self.path, size, _reason(exc))
+
     def _close_files(self) -> None:
+        """Close both descriptors, whatever the stream still holds (a failed flush is reported, not raised)."""
         self._closed = True
-        self._stream.close()
+        try:
+            self._stream.close()
+        except OSError as exc:
+            _log.warning("%s: closing failed: %s", self.path, exc)
         os.close(self._read_fd)
 
 
@@ -203,12 +249,15 @@ class SegmentReader:
         try:
             self._fd = os.open(path, os.O_RDONLY)
         except OSError as exc:
-            raise SegmentError(f"{path}: cannot open segment file ({exc.strerror or exc})") from exc
+            raise SegmentError(f"{path}: cannot open segment file ({_reason(exc)})") from exc
 
     def read(self, position: Position) -> bytes:
         """The CDR payload at `position`; `TruncatedSegmentError` or `CorruptRecordError` if it is not there."""
         want = MESSAGE_PREFIX + position.length
-        record = os.pread(self._fd, want, position.offset)
+        try:
+            record = os.pread(self._fd, want, position.offset)
+        except OSError as exc:
+            raise SegmentError(f"{self.path}: cannot read byte {position.offset} ({_reason(exc)})") from exc
         if len(record) < want:
             raise TruncatedSegmentError(
                 str(self.path), position.offset, f"message needs {want} bytes, only {len(record)} present"

@@ -16,21 +16,34 @@ from typing import Any
 from user.buffer.cache import TransitionCache, cache_capacity
 from user.buffer.columns import Columns, ColumnView
 from user.buffer.config import StorageConfig
-from user.buffer.errors import BufferError, CorruptRecordError, SegmentError
-from user.buffer.index import Index, TransitionRow
+from user.buffer.errors import BufferError, CorruptRecordError, SegmentError, TruncatedSegmentError
+from user.buffer.index import SEGMENTS_DIR, Index, IndexDamagedError, TransitionRow
+from user.buffer.index_rows import reindex_hint
+from user.buffer.mcapscan import MESSAGE_PREFIX
 from user.buffer.segments import TRANSITION_TYPE, Position, SegmentReader, segment_file_name
 from user.interfaces.codec import Codec, DecodeError
 from user.interfaces.domain import Transition, transition_from_msg
 
 _log = logging.getLogger("user.buffer.storage")
 
-SEGMENTS_DIR = "segments"
+__all__ = ["SEGMENTS_DIR", "DiskStorage", "segment_path"]
+
 MAX_OPEN_SEGMENTS = 64
 
 
 def segment_path(directory: Path, name: str) -> Path:
     """The MCAP file of segment `name` under buffer `directory`."""
     return directory / SEGMENTS_DIR / name / segment_file_name(name)
+
+
+def read_within(reader: SegmentReader, position: Position, size: int) -> bytes:
+    """`reader.read(position)` of a file of `size` bytes, refusing (as a cut file) a position that runs past its end
+    before reading anything: a damaged row's length must not become a huge read."""
+    if position.offset + MESSAGE_PREFIX + position.length > size:
+        raise TruncatedSegmentError(
+            str(reader.path), position.offset, f"a message of {position.length} bytes there runs past the end ({size})"
+        )
+    return reader.read(position)
 
 
 class DiskStorage:
@@ -60,9 +73,26 @@ class DiskStorage:
         """Load rows committed since the last call (by this process or another); returns how many."""
         with self._refresh_lock:  # two threads refreshing at once would append the same rows twice
             rows = self.index.column_rows(len(self.columns))
-            self.columns.extend_tuples(rows)
+            self._extend(rows)
         self._resize_cache()
         return len(rows)
+
+    def _extend(self, rows: list[tuple[Any, ...]]) -> None:
+        """Append rows read from the index file; values no row of this buffer can hold mean the file is damaged."""
+        start = len(self.columns)
+        try:
+            self.columns.extend_tuples(rows)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise IndexDamagedError(
+                f"{self.index.path}: transition rows from {start} on do not load ({exc}); "
+                f"{reindex_hint(self.directory)}"
+            ) from exc
+        view = self.columns.view()
+        if len(rows) and (view.offset[start:].min() < 0 or view.length[start:].min() < 0):
+            raise IndexDamagedError(
+                f"{self.index.path}: a transition row from {start} on points before its file starts; "
+                f"{reindex_hint(self.directory)}"
+            )
 
     def add_committed(self, rows: Sequence[TransitionRow], transitions: Sequence[Transition]) -> None:
         """A just-committed episode: its rows join the columns, its transitions enter the cache first."""

@@ -1,7 +1,8 @@
 """`user buffer verify`: check the index against the segments, message by message.
 
+* the index file itself is sound (SQLite's quick_check: pages, records, constraints);
 * every index row is numbered contiguously, belongs to a known episode and segment, and its episode's steps
-  run 0..steps-1;
+  run 0..steps-1; no robot's episode is stored twice;
 * every indexed position holds a whole MCAP message record that decodes as the transition the row
   describes (robot, episode, step, demo flag), and every episode's START/END events decode;
 * every segment file is read by an independent reader (`mcap`'s NonSeekingReader, which needs no footer)
@@ -22,10 +23,11 @@ from mcap.reader import NonSeekingReader
 
 from user.buffer.errors import BagReadError, SegmentError
 from user.buffer.index import EpisodeRow, Index, SegmentRow, TransitionRow
+from user.buffer.index_rows import reindex_hint
 from user.buffer.mcapscan import ScanError, WholeRecords
 from user.buffer.metadata import HUMBLE_VERSION, read_metadata
 from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TRANSITION_TOPIC, TRANSITION_TYPE, SegmentReader
-from user.buffer.storage import SEGMENTS_DIR, segment_path
+from user.buffer.storage import SEGMENTS_DIR, read_within, segment_path
 from user.interfaces.codec import Codec, DecodeError
 
 _log = logging.getLogger("user.buffer.verify")
@@ -60,10 +62,14 @@ def verify(directory: Path, index: Index, codec: Codec, *, decode: bool = True) 
     # directory seen here always has its row in the snapshot, even while that writer runs.
     on_disk = sorted(p.name for p in seg_root.iterdir()) if seg_root.is_dir() else []
     with index.snapshot():
+        sound = index.fetchall("PRAGMA quick_check")
         segments = {s.id: s for s in index.segments()}
         episodes = index.episodes()
         rows = index.transitions()
     report.transitions, report.episodes, report.segments = len(rows), len(episodes), len(segments)
+    if sound != [("ok",)]:
+        found = "; ".join(str(r[0]) for r in sound[:3])
+        report.problem(f"{index.path} is damaged ({found}); {reindex_hint(directory)}")
     _check_rows(rows, episodes, segments, report)
     known = {s.name for s in segments.values()}
     for name in on_disk:
@@ -98,6 +104,7 @@ def _check_rows(
             break
     _check_row_owners(rows, {e.episode: e for e in episodes}, segments, report)
     _check_episode_steps(rows, episodes, report)
+    _check_unique_episodes(episodes, report)
     per_segment = Counter(e.segment_id for e in episodes)
     for seg in segments.values():
         n_eps = per_segment.get(seg.id, 0)
@@ -130,13 +137,24 @@ def _check_episode_steps(rows: list[TransitionRow], episodes: list[EpisodeRow], 
             report.problem(f"episode {ep.episode}: {ep.steps} steps expected, rows hold steps {got[:5]}...")
 
 
+def _check_unique_episodes(episodes: list[EpisodeRow], report: VerifyReport) -> None:
+    """Each robot's episode is stored once (a robot that restarted its episode ids, a bag imported twice)."""
+    stored: dict[tuple[str, int], list[int]] = {}
+    for ep in episodes:
+        stored.setdefault((ep.robot_id, ep.episode_id), []).append(ep.episode)
+    for (robot, episode_id), numbers in stored.items():
+        if len(numbers) > 1:
+            report.problem(f"robot {robot}'s episode {episode_id} is stored {len(numbers)} times (episodes {numbers})")
+
+
 def _check_positions(
     path: Path, rows: list[TransitionRow], episodes: list[EpisodeRow], codec: Codec, report: VerifyReport
 ) -> None:
+    size = path.stat().st_size
     with SegmentReader(path) as reader:
         for row in rows:
             try:
-                msg = codec.decode(reader.read(row.position), TRANSITION_TYPE)
+                msg = codec.decode(read_within(reader, row.position, size), TRANSITION_TYPE)
             except (SegmentError, DecodeError) as exc:
                 report.problem(f"transition {row.index}: {exc}")
                 continue
@@ -146,7 +164,7 @@ def _check_positions(
         for ep in episodes:
             for kind, position in ((0, ep.start_event), (1, ep.end_event)):
                 try:
-                    event = codec.decode(reader.read(position), EVENT_TYPE)
+                    event = codec.decode(read_within(reader, position, size), EVENT_TYPE)
                 except (SegmentError, DecodeError) as exc:
                     report.problem(f"episode {ep.episode}: event: {exc}")
                     continue

@@ -1,42 +1,62 @@
 """Writer: collects each robot's transitions until its episode ends, then stores the whole episode.
 
-An episode reaches the buffer whole or not at all: its messages (an EpisodeEvent START, the transitions,
-an EpisodeEvent END) are appended to the open segment, flushed (and fsynced, by policy), and only then are
-its index rows committed in one transaction. That commit is the point of no return; a crash before it drops
-the episode on restart, a crash after it keeps it. Segments roll after N episodes or M MiB.
+An episode reaches the buffer whole or not at all: its values are checked (`admission`) and a (robot, episode)
+the buffer holds already is refused before anything is written; then its messages (an EpisodeEvent START, the
+transitions, an EpisodeEvent END) are appended to the open segment, flushed (and fsynced, by policy), and only
+then are its index rows committed in one transaction. That commit is the point of no return; a crash before it
+drops the episode on restart, a crash after it keeps it. A write or index error instead closes the segment cut
+back to its last committed episode (no record the index does not know stays in it; recovery gives it a footer
+when the buffer is opened next), reports the episode as not stored, and the next episode opens a new segment.
+Segments roll after N episodes or M MiB.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from user.buffer.config import StorageConfig
-from user.buffer.errors import BufferError
-from user.buffer.index import EpisodeRow, Index, TransitionRow
-from user.buffer.metadata import fsync_dir, write_metadata
-from user.buffer.segments import (
-    EVENT_TOPIC,
-    TRANSITION_TOPIC,
-    OutMessage,
-    Position,
-    SegmentWriter,
-    segment_metadata,
+from user.buffer.admission import (
+    episode_problem,
+    shape_problem,
+    transition_problem,
+    wall_problem,
+    whole_episode_problem,
 )
+from user.buffer.config import StorageConfig
+from user.buffer.errors import (
+    BufferError,
+    DuplicateEpisodeError,
+    EpisodeNotStoredError,
+    InvalidTransitionError,
+)
+from user.buffer.index import Index
+from user.buffer.metadata import fsync_dir, write_metadata
+from user.buffer.records import episode_messages, index_rows
+from user.buffer.segments import SegmentWriter, segment_metadata
 from user.buffer.storage import DiskStorage, segment_path
-from user.interfaces.codec import Codec
+from user.interfaces.codec import Codec, EncodeError
 from user.interfaces.domain import Transition, transition_to_msg
-from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
 from user.interfaces.stamps import now_ns
 
 _log = logging.getLogger("user.buffer.writer")
 
 FaultHook = Callable[[str], None]  # called at named points of the commit protocol (crash tests)
 MIB = 1024 * 1024
+STORAGE_ERRORS = (OSError, BufferError, sqlite3.Error)  # what a full or failing disk raises on the way to a segment
+
+
+def stored_episode(index: Index, robot_id: str, episode_id: int) -> int | None:
+    """The buffer episode number under which `robot_id`'s episode `episode_id` is stored, or None (one lookup
+    in the index's (robot_id, episode_id) column index)."""
+    rows = index.fetchall(
+        "SELECT episode FROM transitions WHERE robot_id = ? AND episode_id = ? LIMIT 1", (robot_id, int(episode_id))
+    )
+    return int(rows[0][0]) if rows else None
 
 
 @dataclass
@@ -80,7 +100,10 @@ class EpisodeWriter:
         self._segment_episodes = 0
         self._next_index, self._next_episode = self.index.next_numbers()
         self.episodes_committed = 0
-        self.episodes_dropped = 0
+        self.episodes_dropped = 0  # live episodes dropped whole: broken, invalid or duplicated (logged, with why)
+        self.transitions_refused = 0  # transitions `add` refused with InvalidTransitionError (nothing changed)
+        self.duplicates_refused = 0  # episodes not stored because the buffer holds them already
+        self.episodes_lost = 0  # episodes a write or index error kept out (EpisodeNotStoredError)
 
     # ---------------------------------------------------------------------------------------------- input
 
@@ -89,31 +112,64 @@ class EpisodeWriter:
 
         `payload`, when given, must be the CDR bytes of exactly `transition` as `encode` would give them (e.g.
         as they arrived on the wire, checked with `user.interfaces.domain.is_canonical_transition`): they are
-        stored as they are instead of encoding `transition` again."""
+        stored as they are instead of encoding `transition` again.
+
+        A transition whose values cannot be stored raises `InvalidTransitionError` and changes nothing (the
+        robot's episode in progress stays as it was); an episode the buffer holds already is dropped whole."""
+        payload = self._admit(transition, wall_ns, payload)
         robot = transition.robot_id
         pending = self._pending.get(robot)
         if pending is not None and pending.episode_id != transition.episode_id:
             self._drop(robot, f"episode {transition.episode_id} started before it ended")
             pending = None
         if pending is None:
-            pending = self._pending[robot] = _Pending(transition.episode_id)
-            early = self._early_ends.pop(robot, None)
-            if early is not None and early[0] == transition.episode_id:
-                pending.end_at = early[1]
-            if transition.step != 0:
-                pending.broken = f"first step received was {transition.step}, not 0"
+            pending = self._start(robot, transition)
         elif pending.broken is None and transition.step != len(pending.transitions):
             pending.broken = f"step {transition.step} arrived where step {len(pending.transitions)} was due"
         if pending.broken is None:
             if len(pending.transitions) >= self.config.max_episode_steps:
                 pending.broken = f"longer than max_episode_steps={self.config.max_episode_steps}"
             else:
+                pending.payloads.append(payload)
                 pending.transitions.append(transition)
-                pending.payloads.append(self.encode(transition) if payload is None else payload)
                 pending.wall_ns.append(self._clock() if wall_ns is None else wall_ns)
         if transition.done:
             return self._finish(robot)
         return self._end_if_complete(robot, pending)
+
+    def _admit(self, transition: Transition, wall_ns: int | None, payload: bytes | None) -> bytes:
+        """The bytes to store `transition` as; `InvalidTransitionError` for one that cannot be stored, raised
+        before it touches anything."""
+        problem = transition_problem(transition)
+        pending = self._pending.get(transition.robot_id)
+        if problem is None and pending and pending.transitions and pending.episode_id == transition.episode_id:
+            problem = shape_problem(pending.transitions[0], transition)
+        if problem is None and wall_ns is not None:
+            problem = wall_problem(wall_ns)
+        if problem is None and payload is None:
+            try:
+                payload = self.encode(transition)
+            except EncodeError as exc:
+                problem = str(exc)
+        if problem is not None or payload is None:
+            self.transitions_refused += 1
+            name = f"{transition.robot_id}/{transition.episode_id} step {transition.step}"
+            raise InvalidTransitionError(f"transition {name} refused: {problem}")
+        return payload
+
+    def _start(self, robot: str, transition: Transition) -> _Pending:
+        """A new pending episode for `robot`, begun by `transition` (broken if it cannot become a stored one)."""
+        pending = self._pending[robot] = _Pending(transition.episode_id)
+        early = self._early_ends.pop(robot, None)
+        if early is not None and early[0] == transition.episode_id:
+            pending.end_at = early[1]
+        stored = stored_episode(self.index, robot, transition.episode_id)
+        if stored is not None:
+            self.duplicates_refused += 1
+            pending.broken = f"the buffer holds it already (buffer episode {stored})"
+        elif transition.step != 0:
+            pending.broken = f"first step received was {transition.step}, not 0"
+        return pending
 
     def add_episode(
         self,
@@ -123,29 +179,26 @@ class EpisodeWriter:
     ) -> int:
         """Store one whole episode at once (a robot re-sending an unacknowledged episode), beside whatever
         episode of the same robot is being received live. Steps must be 0..n-1 and the last one done.
-        `payloads[k]`, where given and not None, are transition k's CDR bytes (as for `add`)."""
-        if not transitions:
-            raise BufferError("an episode needs at least one transition")
-        if payloads is not None and len(payloads) != len(transitions):
-            raise BufferError(f"{len(payloads)} payloads for an episode of {len(transitions)} transitions")
+        `payloads[k]`, where given and not None, are transition k's CDR bytes (as for `add`).
+        Raises `InvalidTransitionError` (bad values), `DuplicateEpisodeError` (stored already) or another
+        `BufferError` before anything is written; `EpisodeNotStoredError` if writing it failed."""
+        problem = whole_episode_problem(transitions, payloads, self.config.max_episode_steps)
+        if problem is not None:
+            raise BufferError(problem)
         first = transitions[0]
         name = f"{first.robot_id}/{first.episode_id}"
-        for k, t in enumerate(transitions):
-            if t.robot_id != first.robot_id or t.episode_id != first.episode_id:
-                raise BufferError(f"{name}: transition {k} belongs to {t.robot_id}/{t.episode_id}")
-            if t.step != k:
-                raise BufferError(f"{name}: step {t.step} where step {k} was due")
-        if not transitions[-1].done:
-            raise BufferError(f"{name}: the last transition does not end the episode")
-        if len(transitions) > self.config.max_episode_steps:
-            raise BufferError(f"{name}: longer than max_episode_steps={self.config.max_episode_steps}")
         now = self._clock() if wall_ns is None else wall_ns
-        pending = _Pending(first.episode_id)
-        for k, t in enumerate(transitions):
-            payload = payloads[k] if payloads is not None else None
-            pending.transitions.append(t)
-            pending.payloads.append(self.encode(t) if payload is None else payload)
-            pending.wall_ns.append(now)
+        pending = _Pending(first.episode_id, list(transitions), wall_ns=[now] * len(transitions))
+        problem = episode_problem(pending.transitions, pending.wall_ns)
+        if problem is not None:
+            raise InvalidTransitionError(f"episode {name} refused: {problem}")
+        self._refuse_duplicate(pending)
+        try:
+            for k, t in enumerate(transitions):
+                payload = payloads[k] if payloads is not None else None
+                pending.payloads.append(self.encode(t) if payload is None else payload)
+        except EncodeError as exc:
+            raise InvalidTransitionError(f"episode {name} refused: step {k}: {exc}") from exc
         return self._commit(pending)
 
     def end_episode(self, robot_id: str, episode_id: int, steps: int) -> int | None:
@@ -194,34 +247,52 @@ class EpisodeWriter:
 
     def _finish(self, robot: str) -> int | None:
         pending = self._pending[robot]
+        if pending.broken is None:
+            try:
+                self._refuse_duplicate(pending)  # stored meanwhile (re-sent); each step was checked as it came
+            except DuplicateEpisodeError as exc:
+                pending.broken = str(exc)
         if pending.broken is not None:
             self._drop(robot, pending.broken)
             return None
         del self._pending[robot]
         return self._commit(pending)
 
+    def _refuse_duplicate(self, pending: _Pending) -> None:
+        """`DuplicateEpisodeError` for a (robot, episode) the buffer holds already; checked before any write."""
+        robot = pending.transitions[0].robot_id
+        stored = stored_episode(self.index, robot, pending.episode_id)
+        if stored is not None:
+            self.duplicates_refused += 1
+            raise DuplicateEpisodeError(
+                f"episode {robot}/{pending.episode_id} refused: the buffer holds it already (episode {stored})"
+            )
+
     # ---------------------------------------------------------------------------------------------- commit
 
     def _commit(self, pending: _Pending) -> int:
-        segment = self._open_segment()
+        """Write a checked episode and index it; `EpisodeNotStoredError` (nothing of it kept) if either fails."""
         ts = pending.transitions
         first, number = self._next_index, self._next_episode
-        start_msg = self._event(ts, EpisodeKind.START, pending.wall_ns[0])
-        end_msg = self._event(ts, EpisodeKind.END, pending.wall_ns[-1])
-        messages = [
-            start_msg,
-            *(OutMessage(TRANSITION_TOPIC, p, w) for p, w in zip(pending.payloads, pending.wall_ns, strict=True)),
-            end_msg,
-        ]
+        messages = episode_messages(self.codec, ts, pending.payloads, pending.wall_ns)
+        try:
+            segment = self._open_segment()
+        except STORAGE_ERRORS as exc:
+            raise self._lost(pending, f"no segment could be opened ({exc})") from exc
         try:
             positions = segment.write_episode(messages)
-        except Exception:
-            segment.abandon()  # the segment stays open in the index; reopening the buffer recovers it
-            self._segment = None
-            raise
+        except Exception as exc:  # the segment closed itself after its last whole episode; it stays open in the
+            segment.abandon()  # index, and opening the buffer again gives it its footer
+            raise self._lost(pending, str(exc)) from exc
         self._hook("episode:written")
-        episode, rows = self._index_rows(pending, positions, first, number)
-        self.index.commit_episode(episode, rows, segment.bytes_written)
+        episode, rows = index_rows(
+            ts, pending.wall_ns, positions, segment_id=self._segment_id, first=first, number=number
+        )
+        try:
+            self.index.commit_episode(episode, rows, segment.bytes_written)
+        except STORAGE_ERRORS as exc:
+            segment.discard_last_episode()  # no record the index does not know may stay in the segment
+            raise self._lost(pending, f"the index refused it ({exc}); its records were cut from the segment") from exc
         self._hook("episode:indexed")
         self.storage.add_committed(rows, ts)
         self._next_index += len(rows)
@@ -235,70 +306,17 @@ class EpisodeWriter:
             self.roll()
         return number
 
-    def _index_rows(
-        self, pending: _Pending, positions: list[Position], first: int, number: int
-    ) -> tuple[EpisodeRow, list[TransitionRow]]:
-        """The index rows of episode `number` written at `positions` (START event, transitions, END event)."""
+    def _lost(self, pending: _Pending, reason: str) -> EpisodeNotStoredError:
+        """Count and log an episode a write or index error kept out; the open segment is given up."""
+        self._segment = None
+        self.episodes_lost += 1
         ts = pending.transitions
-        rows = [
-            TransitionRow(
-                index=first + k,
-                segment_id=self._segment_id,
-                offset=pos.offset,
-                length=pos.length,
-                episode=number,
-                robot_id=t.robot_id,
-                task=t.task,
-                episode_id=t.episode_id,
-                step=t.step,
-                policy_version=t.action.policy_version,
-                wall_ns=pending.wall_ns[k],
-                sim_ns=t.stamp_ns,
-                reward=float(t.reward),
-                terminated=t.terminated,
-                truncated=t.truncated,
-                intervened=t.action.intervened,
-                is_demo=t.is_demo,
-                success=t.success,
-            )
-            for k, (t, pos) in enumerate(zip(ts, positions[1:-1], strict=True))
-        ]
-        episode = EpisodeRow(
-            episode=number,
-            segment_id=self._segment_id,
-            robot_id=ts[0].robot_id,
-            task=ts[0].task,
-            episode_id=pending.episode_id,
-            steps=len(ts),
-            first_index=first,
-            success=any(t.success for t in ts),
-            episode_return=float(sum(t.reward for t in ts)),
-            interventions=sum(1 for t in ts if t.action.intervened),
-            is_demo=all(t.is_demo for t in ts),
-            policy_version=max(t.action.policy_version for t in ts),
-            start_wall_ns=pending.wall_ns[0],
-            end_wall_ns=pending.wall_ns[-1],
-            start_event=positions[0],
-            end_event=positions[-1],
+        text = (
+            f"robot {ts[0].robot_id}'s episode {pending.episode_id} ({len(ts)} steps) was not stored: {reason}; "
+            "the episodes stored before it are intact and the next one opens a new segment"
         )
-        return episode, rows
-
-    def _event(self, ts: list[Transition], kind: EpisodeKind, wall_ns: int) -> OutMessage:
-        first, end = ts[0], kind == EpisodeKind.END
-        event = EpisodeEvent(
-            robot_id=first.robot_id,
-            task=first.task,
-            episode_id=first.episode_id,
-            kind=kind,
-            stamp_ns=wall_ns,
-            success=end and any(t.success for t in ts),
-            steps=len(ts) if end else 0,
-            episode_return=float(sum(t.reward for t in ts)) if end else 0.0,
-            interventions=sum(1 for t in ts if t.action.intervened) if end else 0,
-            policy_version=ts[-1].action.policy_version if end else first.action.policy_version,
-        )
-        msg = episode_event_to_msg(event, self.codec)
-        return OutMessage(EVENT_TOPIC, self.codec.encode(msg), wall_ns)
+        _log.error("%s", text)
+        return EpisodeNotStoredError(text)
 
     # ---------------------------------------------------------------------------------------------- segments
 
@@ -326,11 +344,29 @@ class EpisodeWriter:
         return self._segment
 
     def roll(self) -> None:
-        """Close the open segment (footer, metadata.yaml, index), if any; the next episode opens a new one."""
+        """Close the open segment (footer, metadata.yaml, index), if any; the next episode opens a new one.
+
+        If closing fails (a full disk), the error is logged, not raised: the segment stays open in the index with
+        its committed episodes intact and readable, and recovery finishes it when the buffer is opened next."""
         segment = self._segment
         if segment is None:
             return
         self._segment = None
+        try:
+            self._close(segment)
+        except STORAGE_ERRORS as exc:
+            segment.abandon()
+            _log.error(
+                "segment %s could not be closed (%s); its %d episodes stay readable and it is finished when the "
+                "buffer is opened next",
+                self._segment_name,
+                exc,
+                self._segment_episodes,
+            )
+            return
+        _log.info("closed segment %s (%d episodes)", self._segment_name, self._segment_episodes)
+
+    def _close(self, segment: SegmentWriter) -> None:
         stats = segment.finish()
         self._hook("roll:finished")
         bag_dir: Path = segment.path.parent
@@ -338,7 +374,6 @@ class EpisodeWriter:
         self._hook("roll:metadata")
         self.index.close_segment(self._segment_id, os.path.getsize(segment.path), self._clock())
         self._hook("roll:closed")
-        _log.info("closed segment %s (%d episodes)", self._segment_name, self._segment_episodes)
 
     def close(self) -> None:
         """Drop unfinished episodes (never stored half) and close the open segment."""

@@ -1,7 +1,8 @@
 """The `Bus` protocol every node is written against, with its QoS profiles and errors.
 
 A bus moves serialized CDR bytes; typing (encode/decode) happens one layer up, in `user.runtime`.
-Callbacks of one bus never run concurrently (like a ROS 2 single-threaded executor).
+Callbacks of one bus never run concurrently (like a ROS 2 single-threaded executor), with one exception a
+node asks for: a service handler wrapped in `OwnThread` runs on the bus's service thread, beside them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,22 @@ P = TypeVar("P")
 RawCallback = Callable[[bytes], None]  # receives one message's CDR bytes
 ServiceHandler = Callable[[bytes], bytes]  # CDR request bytes -> CDR response bytes
 TokenCallback = Callable[[str, bool], None]  # (token key, alive)
+
+
+@dataclass(frozen=True)
+class OwnThread:
+    """A service handler that waits (for a worker of the node to finish what the request asked), run on the
+    bus's service thread instead of under the callback lock, so that subscriptions, timers and other
+    services go on meanwhile: `bus.create_service(name, srv_type, OwnThread(handler))`.
+
+    The requests of all `OwnThread` services of one bus are handled one at a time, in arrival order, beside
+    the node's other callbacks: the handler guards what it shares with them. A bus without a service thread
+    (a test double) may call it like any handler."""
+
+    handler: ServiceHandler
+
+    def __call__(self, request: bytes) -> bytes:
+        return self.handler(request)
 
 
 class BusError(RuntimeError):
@@ -80,7 +97,10 @@ class Bus(Protocol):
 
     def create_timer(self, period_s: float, callback: Callable[[], None]) -> Handle: ...
 
-    def create_service(self, name: str, srv_type: str, handler: ServiceHandler) -> Handle: ...
+    def create_service(self, name: str, srv_type: str, handler: ServiceHandler) -> Handle:
+        """Serve `srv_type`: `handler` turns request bytes into response bytes, under the callback lock like
+        any callback, or on the service thread when it is an `OwnThread`."""
+        ...
 
     def call_service(self, name: str, srv_type: str, request: bytes, timeout_s: float) -> bytes: ...
 

@@ -11,6 +11,8 @@ Semantics kept from the Bus contract:
   parameter changes all sit in the node's default (mutually exclusive) callback group, spun by a
   single-threaded executor (rclpy's multi-threaded one costs about 4 ms per message here); service clients
   live on a second, hidden node with its own executor thread, so a callback may wait on a service call;
+  an `OwnThread` service lives on a third hidden node (`_<name>_services`, made on first use) spun by the
+  bus's own executor thread, so its handler may wait while the node's callbacks go on;
 - an exception in a callback is logged with its traceback and the node keeps running;
 - every service call has a deadline, and each service has one long-lived client;
 - settings are declared as typed, described ROS parameters (`user.bus.ros_params`), read-only unless live.
@@ -18,6 +20,7 @@ Semantics kept from the Bus contract:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -27,6 +30,7 @@ from typing import Any, TypeVar
 from user.bus.base import (
     RELIABLE,
     BusClosedError,
+    OwnThread,
     QoS,
     RawCallback,
     ServiceError,
@@ -54,8 +58,16 @@ TOKEN_POLL_S = 0.5  # how often the ROS graph is polled for token changes
 # Declared by rclpy itself on every node (Humble: use_sim_time; Jazzy adds the type description service).
 ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
 SERVICE_POLL_S = 0.02  # how often a call waits between checks for a server
+SERVICE_THREAD_JOIN_S = 2.0  # how long closing the bus waits for a running `OwnThread` handler
 
 _log = logging.getLogger(__name__)
+
+
+def _spin(executor: Any) -> None:
+    from rclpy.executors import ExternalShutdownException
+
+    with contextlib.suppress(ExternalShutdownException):  # the context was shut down under us
+        executor.spin()
 
 
 class _RosHandle:
@@ -107,6 +119,8 @@ class RosBus:
         self._store: ParameterStore[Any] | None = None
         self._closed = False
         self._name = str(node.get_name())
+        self._service_node: Any = None  # `OwnThread` services: a hidden node, spun by `_service_spin`
+        self._service_spin: tuple[Any, threading.Thread] | None = None
 
     @property
     def name(self) -> str:
@@ -181,8 +195,28 @@ class RosBus:
                 _log.exception("node %s: service %s handler raised", node_name, name)
                 return response
 
+        if isinstance(handler, OwnThread):
+            node = self._own_thread_node()
+            srv = node.create_service(cls, self.node.resolve_service_name(name), on_request)
+            return _RosHandle(lambda: node.destroy_service(srv))
         srv = self.node.create_service(cls, name, on_request, callback_group=self._group)
         return _RosHandle(lambda: self.node.destroy_service(srv))
+
+    def _own_thread_node(self) -> Any:
+        """The hidden node of `OwnThread` services, spun on a thread of its own (made on first use)."""
+        with self._clients_lock:
+            if self._service_node is None:
+                rclpy, ctx = require_rclpy(), self.node.context
+                self._service_node = rclpy.node.Node(
+                    f"_{self._name}_services", context=ctx, namespace=self.node.get_namespace(),
+                    use_global_arguments=False, start_parameter_services=False, enable_rosout=False,
+                )  # fmt: skip
+                executor = rclpy.executors.SingleThreadedExecutor(context=ctx)
+                executor.add_node(self._service_node)
+                thread = threading.Thread(target=_spin, args=(executor,), name=f"{self._name}-services", daemon=True)
+                thread.start()
+                self._service_spin = (executor, thread)
+            return self._service_node
 
     def _client(self, name: str, srv_type: str) -> tuple[Any, Any]:
         """The long-lived client of a service (made on first use), named as the main node resolves it."""
@@ -340,6 +374,11 @@ class RosBus:
             clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             self.client_node.destroy_client(client)
+        if self._service_spin is not None:
+            executor, thread = self._service_spin
+            executor.shutdown(timeout_sec=SERVICE_THREAD_JOIN_S)
+            thread.join(SERVICE_THREAD_JOIN_S)
+            self._service_node.destroy_node()
         if self.client_node is not self.node:
             self.client_node.destroy_node()
         self.node.destroy_node()

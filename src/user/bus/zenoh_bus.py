@@ -2,7 +2,8 @@
 
 Key = ROS topic without its leading '/', payload = CDR bytes with the 4-byte encapsulation header.
 Reliable topics use congestion control BLOCK (nothing silently dropped), latched topics use zenoh-ext's
-advanced publisher cache, services are queryables, presence is liveliness tokens.
+advanced publisher cache, services are queryables, presence is liveliness tokens. A query is answered on
+Zenoh's thread under the callback lock, or, for an `OwnThread` handler, handed to the bus's service thread.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import zenoh.ext as zext
 from user.bus.base import (
     RELIABLE,
     BusClosedError,
+    OwnThread,
     QoS,
     RawCallback,
     RouterUnreachableError,
@@ -32,6 +34,7 @@ from user.bus.base import (
 )
 from user.bus.names import mangle, resolve, topic_to_key, unmangle
 from user.bus.parameters import ParameterRefusedError, ParameterStore
+from user.bus.service_thread import ServiceThread
 from user.bus.timers import TimerScheduler
 from user.bus.zenoh_config import ENV_ROUTER, ZenohSettings, session_config
 from user.config.strict import from_mapping
@@ -115,6 +118,7 @@ class ZenohBus:
             raise
         self.zid = str(self.session.zid())
         self._timers = TimerScheduler(name, self._lock)
+        self._service_thread: ServiceThread | None = None  # started by the first `OwnThread` service
         self._node_token = self.session.liveliness().declare_token(f"{NODE_PREFIX}/{mangle(name)}/{self.zid}")
 
     @property
@@ -221,23 +225,41 @@ class ZenohBus:
     def create_service(self, name: str, srv_type: str, handler: ServiceHandler) -> _Declared:
         self._check_open()
         full = resolve(name, self.namespace)
-        lock = self._lock
+        if isinstance(handler, OwnThread):
+            with self._lock:
+                if self._service_thread is None:
+                    self._service_thread = ServiceThread(self._name)
+                worker = self._service_thread
 
-        def on_query(query: Any) -> None:
-            request = query.payload.to_bytes() if query.payload is not None else b""
-            with lock:
-                try:
-                    response = handler(request)
-                except Exception as exc:
-                    _log.exception("node %s: service %s handler raised", self._name, full)
-                    query.reply_err(f"service {full} failed: {exc}".encode())
-                    return
-            query.reply(query.key_expr, response)
+            def on_query(query: Any) -> None:  # Zenoh's thread: hand over, never wait here
+                worker.submit(lambda: self._answer(full, handler, query, contextlib.nullcontext()))
+
+        else:
+
+            def on_query(query: Any) -> None:
+                self._answer(full, handler, query, self._lock)
 
         queryable = self.session.declare_queryable(topic_to_key(full), on_query, complete=True)
         handle = _Declared(self, queryable, self._graph_token("srv", full, srv_type))
         self._keep(handle)
         return handle
+
+    def _answer(
+        self, full: str, handler: ServiceHandler, query: Any, guard: contextlib.AbstractContextManager[Any]
+    ) -> None:
+        """Run `handler` on the query's request (inside `guard`) and reply, outside it. The query is dropped at
+        once: the caller's answer is complete only then (a query kept alive would run into its deadline)."""
+        request = query.payload.to_bytes() if query.payload is not None else b""
+        try:
+            with guard:
+                response = handler(request)
+        except Exception as exc:
+            _log.exception("node %s: service %s handler raised", self._name, full)
+            query.reply_err(f"service {full} failed: {exc}".encode())
+            query.drop()
+            return
+        query.reply(query.key_expr, response)
+        query.drop()
 
     def call_service(self, name: str, srv_type: str, request: bytes, timeout_s: float) -> bytes:
         """Send a request and return the response bytes; never waits longer than `timeout_s`."""
@@ -342,6 +364,8 @@ class ZenohBus:
             handles = list(reversed(self._handles))
         for handle in handles:
             handle.close()
+        if self._service_thread is not None:
+            self._service_thread.stop()
         with contextlib.suppress(zenoh.ZError):
             self._node_token.undeclare()  # type: ignore[no-untyped-call]
         self.session.close()  # type: ignore[no-untyped-call]

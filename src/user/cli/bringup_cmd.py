@@ -1,4 +1,8 @@
-"""`user bringup [CONFIG]`: start a whole deployment on the Zenoh runtime."""
+"""`user bringup [CONFIG]`: start a whole deployment on the Zenoh runtime.
+
+Exit codes: 0 when every node ran and stopped cleanly, 1 when a node failed for good (a required one stops the
+deployment) or did not stop cleanly, 2 when the deployment file is wrong (one line naming the file and the key).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from user.config.strict import ConfigError
 from user.deploy.deployment import load
 from user.deploy.run_dir import SAVED_DEPLOYMENT, bind, continue_episode_ids, fresh_run_dir, save
 from user.deploy.supervisor import Supervisor
+from user.runtime.status import EXIT_CONFIG_ERROR, EXIT_FAILED
 
 _log = logging.getLogger("user.bringup")
 
@@ -38,9 +43,13 @@ def run(args: argparse.Namespace) -> int:
         deployment = load(config)
     except ConfigError as exc:
         _log.error("%s", exc)
-        return 2
+        return EXIT_CONFIG_ERROR
     run_dir = resume or args.run_dir or fresh_run_dir(deployment)
-    save(deployment, run_dir)
+    try:
+        save(deployment, run_dir)
+    except OSError as exc:
+        _log.error("cannot write the run directory %s: %s", run_dir, exc.strerror or exc)
+        return EXIT_FAILED
     bound = bind(deployment, run_dir)
     if resume is not None:
         bound = continue_episode_ids(bound, run_dir)

@@ -1,4 +1,4 @@
-"""`user buffer info | verify | import-bag | export`: inspect, check and reuse a replay buffer directory."""
+"""`user buffer info | verify | import-bag | export | reindex`: inspect, check and reuse a replay buffer directory."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from user.buffer.bagread import BagReader
+from user.buffer.bag_import import ImportResult, import_bag
 from user.buffer.config import BufferConfig
 from user.buffer.errors import BufferError
 from user.buffer.export import EpisodeFilter, export_dataset
-from user.buffer.importer import BagImporter, ImportMapping
+from user.buffer.importer import ImportMapping
 from user.buffer.index import Index
 from user.buffer.info import BufferInfo, buffer_info
-from user.buffer.replay import ReplayBuffer
+from user.buffer.reindex import reindex
 from user.buffer.storage import DiskStorage
 from user.buffer.verify import verify
 from user.config.strict import ConfigError, from_mapping, load_yaml
@@ -59,6 +59,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     exp.add_argument("--success-only", action="store_true")
     exp.add_argument("--no-images", action="store_true", help="leave the camera frames out")
     exp.set_defaults(func=_guard(run_export))
+
+    rei = bsub.add_parser("reindex", help="rebuild the index from the segments (when it is missing or damaged)")
+    rei.add_argument("directory", type=Path)
+    rei.add_argument("--json", action="store_true", help="print JSON")
+    rei.set_defaults(func=_guard(run_reindex))
 
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -120,23 +125,28 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     mapping = from_mapping(ImportMapping, load_yaml(args.mapping), where=str(args.mapping))
-    reader = BagReader(args.bag)
-    codec = default_codec()
-    with ReplayBuffer.open(args.into, BufferConfig(prefetch=0), codec=codec) as buf:
-        rows = buf.storage.index.fetchall("SELECT MAX(episode_id) FROM episodes WHERE robot_id = ?", [mapping.robot_id])
-        first = 0 if rows[0][0] is None else int(rows[0][0]) + 1
-        importer = BagImporter(mapping, codec, as_demos=args.as_demos, first_episode_id=first)
-        episodes = steps = 0
-        for transitions in importer.episodes(reader):
-            for t in transitions:
-                buf.add(t, wall_ns=t.stamp_ns)
-            episodes += 1
-            steps += len(transitions)
-    kind = "demonstration" if args.as_demos else "online"
-    print(f"imported {episodes} {kind} episodes ({steps} transitions) from {args.bag} into {args.into}")
-    if importer.skipped_steps:
-        print(f"skipped {importer.skipped_steps} action messages received before every observed topic had data")
+    result = import_bag(args.bag, args.into, mapping, as_demos=args.as_demos)
+    for line in _import_lines(result, args.bag, args.into):
+        print(line)
     return 0
+
+
+def _import_lines(result: ImportResult, bag: Path, into: Path) -> list[str]:
+    r = result.record
+    kind = "demonstration" if r.as_demos else "online"
+    ids = f"episodes {r.first_episode_id}..{r.episode_ids.stop - 1} of {r.robot_id}" if r.episodes else "no episodes"
+    if result.outcome == "already":
+        other = "" if result.same_mapping else " with another mapping or --as-demos"
+        earlier = f"imported from {r.bag}: {ids}, {r.transitions} transitions"
+        return [f"{bag} is already in {into}{other} ({earlier}); nothing imported"]
+    lines = [f"imported {r.episodes} {kind} episodes ({r.transitions} transitions) from {bag} into {into} ({ids})"]
+    if result.outcome == "resumed":
+        lines.append(
+            f"finished an interrupted import of this bag: {result.already_stored} of its episodes were already stored"
+        )
+    if result.skipped_steps:
+        lines.append(f"skipped {result.skipped_steps} action messages received before every observed topic had data")
+    return lines
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -154,4 +164,20 @@ def run_export(args: argparse.Namespace) -> int:
         storage.close()
         index.close()
     print(f"exported {info['episodes']} episodes ({info['transitions']} transitions) to {args.out}")
+    return 0
+
+
+def run_reindex(args: argparse.Namespace) -> int:
+    report = reindex(args.directory)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0
+    for line in report.lines:
+        print(line)
+    print(
+        f"reindexed {args.directory}: {report.transitions} transitions, {report.episodes} episodes "
+        f"in {report.segments} segments"
+    )
+    if report.quarantined:
+        print(f"kept aside (not deleted): {', '.join(report.quarantined)}")
     return 0

@@ -29,16 +29,35 @@ class ConfigError(ValueError):
 
 
 def load_yaml(path: str | Path) -> Any:
-    """Read a YAML file, turning syntax errors into a `ConfigError` that names the file."""
+    """Read a YAML file; an unreadable file, bytes that are not UTF-8 text or a syntax error are one `ConfigError`
+    line that names the file (and where in it)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read config file ({exc.strerror or exc})") from exc
     try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{p}: not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (offset {exc.start}); "
+            "save the file as UTF-8"
+        ) from None
+    try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{p}: not valid YAML: {_yaml_problem(exc)}") from None
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (PyYAML's own text spans several lines)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}"
+        context = f" ({exc.context})" if exc.context else ""
+        return f"{exc.problem}{context} at {where}"
+    return " ".join(str(exc).split())
 
 
 def from_mapping(cls: type[T], data: Any, *, where: str) -> T:

@@ -26,6 +26,9 @@ class NodeLaunch:
     respawn_delay_s: float
     max_respawns: int  # restarts allowed (-1: no limit)
     shutdown_timeout_s: float  # SIGINT -> SIGTERM allowance
+    required: bool  # gone for good: the deployment stops
+    respawn_reset_s: float  # running this long resets the respawn count
+    start_timeout_s: float  # must report running within this
     output: str  # "log" or "screen"
     env: dict[str, str]  # extra environment: the deployment's, niceness, the node's shutdown deadline
 
@@ -60,6 +63,9 @@ def node_launch(node: NodeConfig, deployment: Deployment) -> NodeLaunch:
         respawn_delay_s=node.respawn_delay_s,
         max_respawns=node.max_respawns,
         shutdown_timeout_s=timeout,
+        required=node.required,
+        respawn_reset_s=node.respawn_reset_s,
+        start_timeout_s=node.start_timeout_s,
         output=node.output,
         env={**deadline, **node.env, **({ENV_NICE: str(node.nice)} if node.nice else {})},
     )

@@ -2,6 +2,12 @@
 
 `user bringup` (Zenoh runtime) and `launch/bringup.launch.py` (ROS 2) both read it through `load`, so
 the two launchers cannot disagree. Unknown keys are errors naming the key and the file.
+
+Supervision (the same rules on both launchers, `user.deploy.respawn`): a node that exits with a configuration
+error (exit code 2) is never respawned; others are respawned when `respawn` is set, up to `max_respawns` times,
+the count starting again after the node ran `respawn_reset_s` without exiting. A `required` node (the default)
+that is gone for good stops the whole deployment, which then exits non-zero; an optional one (`required: false`)
+is reported and the rest runs on. A node must report running within its `start_timeout_s`.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from user.bus.zenoh_config import DEFAULT_ROUTER_ENDPOINT
-from user.config.strict import ConfigError, from_mapping, load_yaml
+from user.config.strict import ConfigError, from_mapping, load_yaml, setting
 from user.interfaces.idl import candidate_dirs
 from user.runtime.kinds import KINDS
 from user.runtime.priority import MAX_NICE
@@ -29,6 +35,9 @@ class RouterConfig:
 
     endpoints: list[str] = field(default_factory=lambda: [DEFAULT_ROUTER_ENDPOINT])  # where it listens
     start: Literal["auto", "always", "never"] = "auto"  # auto: start one unless one already answers
+    start_timeout_s: float = setting(
+        30.0, "how long a router `user bringup` started may take to answer (a loaded machine needs more)", min=0.1
+    )
 
 
 @dataclass
@@ -46,6 +55,20 @@ class NodeConfig:
     max_respawns: int = 5  # give up after this many restarts (-1: never give up)
     env: dict[str, str] = field(default_factory=dict)  # extra environment variables for the process
     nice: int = 0  # run the process at this niceness (0..19, lower priority): a learner sharing a machine with robots
+    required: bool = setting(
+        True,
+        "the deployment cannot run without this node: when it is gone for good (a configuration error, "
+        "respawns used up, or a failure without respawn) the whole deployment stops and exits non-zero",
+    )
+    respawn_reset_s: float = setting(
+        60.0, "after running this long without exiting, the node's respawn count starts again from 0", min=0.1
+    )
+    start_timeout_s: float = setting(
+        120.0,
+        "the node must report running within this many seconds of its start, else it is stopped and counts "
+        "as failed (a learner loading a large buffer or model needs more)",
+        min=0.1,
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.nice <= MAX_NICE:

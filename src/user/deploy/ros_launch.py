@@ -1,9 +1,11 @@
 """What `launch/bringup.launch.py` starts, computed without ROS: one entry per node of a deployment.
 
-The ROS launch file is thin: it turns each `RosNodeLaunch` into a launch_ros `Node` action. Here, each
-node's settings are checked against its kind's parameters and encoded as typed ROS parameters
-(`user.bus.ros_params.encode`): a bad setting fails the launch with one line naming the node and key,
-before any process starts.
+The ROS launch file is thin: it turns each `RosNodeLaunch` into a launch_ros `Node` action and applies the
+respawn rules of `user.deploy.respawn` (the same as `user bringup`'s) on each exit. Here, each node's settings
+are checked against its kind's parameters and encoded as typed ROS parameters (`user.bus.ros_params.encode`):
+a bad setting fails the launch with one line naming the node and key, before any process starts. Each node
+writes its status line (`user.runtime.status`) to `<log_dir>/<name>.status`, where the launch file reads why it
+exited and whether it reported running within its start deadline.
 """
 
 from __future__ import annotations
@@ -17,10 +19,18 @@ from user.config.flat import unflatten
 from user.config.strict import ConfigError
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment, load, resolve_path
+from user.deploy.respawn import NodeLife
 from user.deploy.run_dir import bind, continue_episode_ids, fresh_run_dir, save
 from user.runtime.kinds import load_kind
+from user.runtime.status import CONFIG_ERROR, ENV_STATUS_FILE, FAILED, RUNNING, read_status
 
 SIGKILL_AFTER_SIGTERM_S = 2.0  # after SIGTERM, how long a node gets before SIGKILL
+START_CHECK_MARGIN_S = 0.5  # the start deadline is checked this long after it passed
+
+
+class NodeGoneError(RuntimeError):
+    """A required node is gone for good. Raised from the launch file's exit handler: Humble's launch then logs
+    the message in one line, shuts the other nodes down and `ros2 launch` exits with code 1."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,12 @@ class RosNodeLaunch:
 
     launch: NodeLaunch  # name, kind, respawn policy, environment, shutdown allowance
     parameters: dict[str, Any]  # typed ROS parameter values by dotted name
+    status_file: Path  # the node's status line
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The node's extra environment: the deployment's, and where it writes its status."""
+        return {**self.launch.env, ENV_STATUS_FILE: str(self.status_file)}
 
     @property
     def sigterm_timeout(self) -> str:
@@ -39,6 +55,26 @@ class RosNodeLaunch:
     def sigkill_timeout(self) -> str:
         return f"{SIGKILL_AFTER_SIGTERM_S:g}"
 
+    @property
+    def start_check_s(self) -> float:
+        """When (seconds after the node's start) the launch file checks that it reported running."""
+        return self.launch.start_timeout_s + START_CHECK_MARGIN_S
+
+    def exit_reason(self) -> str:
+        """The one-line reason the node wrote for its failure, or ''."""
+        status = read_status(self.status_file)
+        return status.reason if status is not None and status.state in (CONFIG_ERROR, FAILED) else ""
+
+    def late_start(self, life: NodeLife, now: float) -> str | None:
+        """At its start deadline: None when the node reported running; else the line to log before stopping it."""
+        status = read_status(self.status_file)
+        if status is not None and status.state == RUNNING:
+            life.reported_running(now)
+            return None
+        if not life.overdue(now):
+            return None
+        return f"{self.launch.name} did not report running within {self.launch.start_timeout_s:g} s; stopping it"
+
 
 def ros_parameters(launch: NodeLaunch) -> dict[str, Any]:
     """The node's settings as typed ROS parameters (raises ConfigError on a bad setting)."""
@@ -46,8 +82,11 @@ def ros_parameters(launch: NodeLaunch) -> dict[str, Any]:
     return encode(spec, unflatten(launch.parameters), where=f"node {launch.name!r} ({launch.kind})")
 
 
-def ros_launches(deployment: Deployment) -> list[RosNodeLaunch]:
-    return [RosNodeLaunch(launch, ros_parameters(launch)) for launch in launches(deployment)]
+def ros_launches(deployment: Deployment, log_dir: Path) -> list[RosNodeLaunch]:
+    return [
+        RosNodeLaunch(launch, ros_parameters(launch), log_dir / f"{launch.name}.status")
+        for launch in launches(deployment)
+    ]
 
 
 def prepare(config: str, run_dir: str, resume: bool, search_dirs: list[str | Path]) -> tuple[Path, list[RosNodeLaunch]]:
@@ -58,9 +97,11 @@ def prepare(config: str, run_dir: str, resume: bool, search_dirs: list[str | Pat
     bound = bind(deployment, run_path)
     if resume:
         bound = continue_episode_ids(bound, run_path)
+    log_dir = Path(bound.log_dir)
     try:
-        nodes = ros_launches(bound)
+        nodes = ros_launches(bound, log_dir)
     except ConfigError as exc:  # a node's settings: say which file they came from (no run directory is made)
         raise ConfigError(f"{path}: {exc}") from None
     save(deployment, run_path)
+    log_dir.mkdir(parents=True, exist_ok=True)
     return run_path, nodes

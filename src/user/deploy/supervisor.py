@@ -1,13 +1,18 @@
 """`user bringup`: start every node of a deployment as its own process on the Zenoh runtime.
 
-Per-node log files, a respawn policy, a router started when none is running, and ordered shutdown
-(reverse start order; SIGINT, then SIGTERM, then SIGKILL, each with a deadline).
+Per-node log and status files, a router started when none is running (within `router.start_timeout_s`), the
+respawn rules of `user.deploy.respawn` with each exit and its reason in one console line, a start deadline per
+node, and a shutdown of all nodes at once: SIGINT to each (in reverse start order), SIGTERM to those still
+running after their `shutdown_timeout_s`, SIGKILL after that, the router last. So Ctrl-C takes as long as the
+slowest node's allowance, not the sum of all of them.
+
+The exit code is 0 when every node ran and stopped cleanly, 1 when one failed for good or did not stop
+cleanly. A required node gone for good stops the deployment at once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -15,92 +20,25 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from user.bus.router import router_reachable
+from user.deploy.child import Child
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment
+from user.deploy.respawn import NodeLife, Outcome
+from user.runtime.status import ENV_STATUS_FILE, RUNNING
 
 _log = logging.getLogger("user.bringup")
 
 POLL_S = 0.1  # how often children are checked
-ROUTER_START_TIMEOUT_S = 10.0  # a started router must answer within this
+ROUTER_PROBE_S = 0.5  # one reachability probe of the router
+ROUTER_MAX_RESTARTS = 5  # a router that keeps dying stops the deployment
+CLEAN_EXITS = (0, -signal.SIGINT)  # how a node stopped by SIGINT may end
 
 
 class BringupError(RuntimeError):
     """The deployment could not be started."""
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM when the supervisor dies (Linux), so no node outlives a kill -9."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-@dataclass
-class Child:
-    """A supervised process."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log_path: Path
-    launch: NodeLaunch | None = None  # how a node is started and respawned (None: the router)
-    screen: bool = False  # also echo the node's output on the supervisor's console
-    shutdown_timeout_s: float = 5.0  # SIGINT, then SIGTERM after this
-    proc: subprocess.Popen[bytes] | None = None
-    respawns: int = 0
-    restart_at: float | None = None
-    _log_file: IO[bytes] | None = field(default=None, repr=False)
-
-    def start(self) -> None:
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - kept open while the child runs
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if self.screen else self._log_file,
-            stderr=subprocess.STDOUT,
-            env=self.env,
-            start_new_session=True,  # our own SIGINT ordering, not the terminal's
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only calls prctl, async-signal-safe
-        )
-        if self.screen:
-            threading.Thread(target=self._tee, args=(self.proc, self._log_file), daemon=True).start()
-        _log.info("started %s (pid %d), log: %s", self.name, self.proc.pid, self.log_path)
-
-    @staticmethod
-    def _tee(proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
-        """Copy the child's output to its log file and the console, line by line, until it exits."""
-        assert proc.stdout is not None
-        for line in iter(proc.stdout.readline, b""):
-            with contextlib.suppress(ValueError, OSError):  # the log file closed at shutdown
-                log.write(line)
-                log.flush()
-            with contextlib.suppress(ValueError, OSError):
-                sys.stdout.buffer.write(line)
-                sys.stdout.buffer.flush()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout_s: float) -> int | None:
-        """SIGINT, then SIGTERM, then SIGKILL; returns the exit code."""
-        if self.proc is None:
-            return None
-        for sig, wait_s in ((signal.SIGINT, timeout_s), (signal.SIGTERM, 1.0), (signal.SIGKILL, 1.0)):
-            if self.proc.poll() is not None:
-                break
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(sig)
-            try:
-                self.proc.wait(wait_s)
-            except subprocess.TimeoutExpired:
-                _log.warning("%s did not stop on %s within %.1f s", self.name, signal.Signals(sig).name, wait_s)
-        if self._log_file is not None:
-            self._log_file.close()
-        return self.proc.poll()
 
 
 class Supervisor:
@@ -112,6 +50,7 @@ class Supervisor:
         self.log_dir = log_dir or Path(default)  # unbound deployments (no run directory) log under runs/<name>
         self.children: list[Child] = []
         self.router: Child | None = None
+        self.router_restarts = 0  # times the router was started again after it exited
         self.stop_event = threading.Event()
         self.failed = False
 
@@ -124,79 +63,143 @@ class Supervisor:
 
     def start_router(self) -> None:
         cfg = self.deployment.router
-        running = router_reachable(cfg.endpoints, timeout_s=0.5)
+        running = router_reachable(cfg.endpoints, timeout_s=ROUTER_PROBE_S)
         if cfg.start == "never" or (cfg.start == "auto" and running):
             if not running:
                 raise BringupError(f"no Zenoh router answers at {', '.join(cfg.endpoints)} and router.start is never")
             _log.info("using the Zenoh router already running at %s", ", ".join(cfg.endpoints))
             return
-        argv = [sys.executable, "-m", "user", "router"]
-        for endpoint in cfg.endpoints:
-            argv += ["--listen", endpoint]
-        self.router = Child("router", argv, self._env({}), self.log_dir / "router.log")
+        self.router = Child("router", self.router_argv(), self._env({}), self.log_dir / "router.log")
         self.router.start()
-        deadline = time.monotonic() + ROUTER_START_TIMEOUT_S
-        while not router_reachable(cfg.endpoints, timeout_s=0.5):
+        deadline = time.monotonic() + cfg.start_timeout_s
+        while not router_reachable(cfg.endpoints, timeout_s=ROUTER_PROBE_S):
+            if self.stop_event.is_set():
+                return
             if not self.router.alive() or time.monotonic() > deadline:
                 raise BringupError(
-                    f"the Zenoh router did not come up on {', '.join(cfg.endpoints)}; see {self.router.log_path}"
+                    f"the Zenoh router did not come up on {', '.join(cfg.endpoints)} within router.start_timeout_s "
+                    f"({cfg.start_timeout_s:g} s); see {self.router.log_path}"
                 )
-            time.sleep(0.1)
+
+    def router_argv(self) -> list[str]:
+        """The router's command line: `user router` on the deployment's endpoints."""
+        argv = [sys.executable, "-m", "user", "router"]
+        for endpoint in self.deployment.router.endpoints:
+            argv += ["--listen", endpoint]
+        return argv
 
     def _child(self, launch: NodeLaunch) -> Child:
+        status = self.log_dir / f"{launch.name}.status"
         return Child(
             name=launch.name,
             argv=launch.zenoh_command(),
-            env=self._env(launch.env),
+            env=self._env({**launch.env, ENV_STATUS_FILE: str(status)}),
             log_path=self.log_dir / f"{launch.name}.log",
-            launch=launch,
+            status_path=status,
+            life=NodeLife(launch),
             screen=launch.output == "screen",
             shutdown_timeout_s=launch.shutdown_timeout_s,
         )
+
+    def _start(self, child: Child) -> None:
+        child.start()
+        if child.life is not None:
+            child.life.started(time.monotonic())
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.start_router()
         for launch in launches(self.deployment):
+            if self.stop_event.is_set():  # Ctrl-C while starting: start no more
+                return
             child = self._child(launch)
-            child.start()
+            self._start(child)
             self.children.append(child)
 
     def check_children(self) -> None:
-        """Notice exits and respawn what should be respawned."""
+        """Notice starts and exits, stop nodes that did not start in time, respawn what should be respawned."""
         now = time.monotonic()
         for child in self.children:
             if child.restart_at is not None:
                 if now >= child.restart_at:
                     child.restart_at = None
-                    child.respawns += 1
-                    child.start()
-                continue
-            if child.proc is None or child.alive():
-                continue
-            code = child.proc.returncode
-            if child.launch is not None and child.launch.may_respawn(child.respawns):
-                delay = child.launch.respawn_delay_s
-                _log.warning("%s exited with code %s; respawning in %.1f s", child.name, code, delay)
-                child.restart_at = now + delay
-            else:
-                _log.error("%s exited with code %s", child.name, code)
-                child.proc = None
-                self.failed = self.failed or code != 0
+                    self._start(child)
+            elif child.alive():
+                self._watch(child, now)
+            elif child.proc is not None:
+                self._exited(child, now)
         if self.router is not None and not self.router.alive():
-            _log.error("the Zenoh router exited; stopping the deployment")
+            self._router_exited()
+
+    def _router_exited(self) -> None:
+        """The router holds no state: start it again (nodes reconnect to its endpoints); give up after a few."""
+        assert self.router is not None
+        code = self.router.finish()
+        self.router_restarts += 1
+        if self.router_restarts > ROUTER_MAX_RESTARTS:
+            _log.error("the Zenoh router exited with code %s, restarted %d times already; stopping the deployment",
+                       code, ROUTER_MAX_RESTARTS)  # fmt: skip
+            self.failed = True
+            self.stop_event.set()
+            return
+        _log.warning("the Zenoh router exited with code %s; starting it again (the nodes reconnect)", code)
+        self.router = None
+        try:
+            self.start_router()
+        except BringupError as exc:
+            _log.error("%s; stopping the deployment", exc)
             self.failed = True
             self.stop_event.set()
 
+    def _watch(self, child: Child, now: float) -> None:
+        """A running child: did it report running, is it late, has it been healthy long enough?"""
+        life = child.life
+        if child.stopping:
+            child.escalate(now)
+        elif life is None:
+            return
+        elif not life.running:
+            status = child.status()
+            if status is not None and status.state == RUNNING:
+                _log.info("%s is running (%.1f s after its start)", child.name, life.reported_running(now))
+            elif life.overdue(now):
+                _log.error(
+                    "%s did not report running within %g s (its start_timeout_s); stopping it",
+                    child.name,
+                    life.launch.start_timeout_s,
+                )
+                child.interrupt(now)
+        elif life.reset_if_healthy(now):
+            _log.info(
+                "%s has run %g s since its start: its respawn count is reset", child.name, life.launch.respawn_reset_s
+            )
+
+    def _exited(self, child: Child, now: float) -> None:
+        code = child.finish()
+        assert child.life is not None
+        verdict = child.life.exited(code, child.exit_reason(code), now)
+        if verdict.outcome is Outcome.RESPAWN:
+            _log.warning("%s", verdict.line)
+            child.restart_at = now + verdict.delay_s
+            return
+        child.proc = None
+        if verdict.outcome is Outcome.FINISHED:
+            _log.info("%s", verdict.line)
+            return
+        _log.error("%s", verdict.line)
+        self.failed = True
+        if verdict.stops_deployment:
+            self.stop_event.set()
+
     def run(self) -> int:
-        """Start everything and supervise until a signal; then stop everything in reverse order."""
+        """Start everything and supervise until a signal or a required node is gone; then stop everything."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
         try:
             self.start()
             while not self.stop_event.wait(POLL_S):
                 self.check_children()
-        except BringupError as exc:
+        except (BringupError, OSError) as exc:
             _log.error("%s", exc)
             self.failed = True
         finally:
@@ -204,12 +207,36 @@ class Supervisor:
         return 1 if self.failed else 0
 
     def shutdown(self) -> None:
-        for child in reversed(self.children):
-            if child.alive():
-                code = child.stop(child.shutdown_timeout_s)
-                _log.info("stopped %s (exit code %s)", child.name, code)
-                if code not in (0, -signal.SIGINT):
-                    self.failed = True
+        """Stop every node at once (SIGINT in reverse start order), then the router."""
+        self._stop_together([c for c in reversed(self.children) if c.alive()])
         if self.router is not None and self.router.alive():
-            self.router.stop(self.deployment.shutdown_timeout_s)
+            self._stop_together([self.router])
+
+    def _stopped(self, child: Child) -> None:
+        code = child.finish()
+        if child is self.router:
             _log.info("stopped the Zenoh router")
+            return
+        _log.info("stopped %s (exit code %s)", child.name, code)
+        if code not in CLEAN_EXITS:
+            self.failed = True
+
+    def _stop_together(self, children: list[Child]) -> None:
+        """SIGINT to each child now, then escalate each on its own deadlines until all exited."""
+        now = time.monotonic()
+        for child in children:
+            child.interrupt(now)
+        pending = list(children)
+        while pending:
+            now = time.monotonic()
+            for child in list(pending):
+                if not child.alive():
+                    pending.remove(child)
+                    self._stopped(child)
+                elif not child.escalate(now):
+                    _log.error("%s did not exit even after SIGKILL; leaving it", child.name)
+                    pending.remove(child)
+                    self.failed = True
+            if pending and pending[0].proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    pending[0].proc.wait(POLL_S)

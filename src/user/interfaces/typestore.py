@@ -1,11 +1,12 @@
-"""Build the `rosbags` typestore: ROS 2 Humble's standard types plus this package's msg/ and srv/."""
+"""Build the `rosbags` typestore: ROS 2 Humble's standard types plus this package's msg/ and srv/, and, for
+reading a foreign bag, a typestore extended by the message definitions the bag carries itself."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
 from user.interfaces.idl import read_interfaces
@@ -15,6 +16,10 @@ from user.interfaces.idl import read_interfaces
 EMPTY_STRUCT_FIELD = "uint8 structure_needs_at_least_one_member"
 
 _SRV_SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
+# ros2idl definitions (MCAP schemas, rosbag2's message_definitions table): each type after a line of 80 "="
+# and a line "IDL: pkg/msg/Type"; ros2msg ones name dependencies the same way with "MSG: pkg/Type".
+_DEFINITION_SEPARATOR = "=" * 80 + "\n"
+_PREPROCESSOR = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
 
 
 _CONSTANT = re.compile(r"^\S+\s+[A-Za-z_]\w*\s*=")
@@ -63,4 +68,33 @@ def build_typestore(root: Path | None = None) -> Typestore:
             for half, text in (("Request", request), ("Response", response)):
                 types.update(_service_half(text, f"{item.typename}_{half}"))
     store.register(types)  # type: ignore[arg-type]
+    return store
+
+
+def types_from_definition(typename: str, encoding: str, text: str) -> dict[str, object]:
+    """The types (`typename` and its dependencies) of one embedded definition as ROS 2 records it: encoding
+    "ros2msg" (the type's .msg text, then each dependency after a separator line and "MSG: pkg/Type") or
+    "ros2idl" (each type after a separator line and "IDL: pkg/msg/Type"). `ValueError` says what is wrong."""
+    try:
+        if encoding == "ros2msg":
+            return dict(get_types_from_msg(text, typename))
+        if encoding == "ros2idl":
+            types: dict[str, object] = {}
+            parts = text.split(_DEFINITION_SEPARATOR)
+            for part in parts if len(parts) > 1 else [f"IDL: {typename}\n{text}"]:
+                head, _, body = part.partition("\n")
+                if head.startswith("IDL: "):  # preprocessor lines (#include) name files, not types: dropped
+                    types.update(get_types_from_idl(_PREPROCESSOR.sub("", body)))
+            return types
+    except Exception as exc:  # the parsers raise several kinds; callers get one
+        raise ValueError(f"{encoding} definition of {typename} does not parse ({exc})") from exc
+    raise ValueError(f"definition of {typename} has encoding {encoding!r} (only ros2msg or ros2idl)")
+
+
+def typestore_with(types: dict[str, object], base: Typestore) -> Typestore:
+    """A new typestore with `types` (a bag's own definitions: they describe its bytes, so they win) and every type
+    of `base` that `types` does not define."""
+    store = get_typestore(Stores.EMPTY)
+    store.register(types)  # type: ignore[arg-type]
+    store.register({name: fields for name, fields in base.fielddefs.items() if name not in types})
     return store

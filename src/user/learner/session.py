@@ -4,15 +4,21 @@ node only wires topics and services to it, as the robot node does over `ControlL
 
 Weights leave through a `WeightSink` (the node's `WeightPublisher`), made after the session because it
 publishes the session's policy; `start(sink)` publishes the first version and starts training.
+
+Divergence: after each update call the session checks the statistics the trainer recorded (losses,
+temperature, ...). The first one that is not finite, or weights the sink refuses to publish (not finite),
+halts publication for good with one error line naming the cause: robots keep the last good version, no
+checkpoint overwrites the last good one (`TrainingHaltedError`), and the stats carry `publishing_halted`.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -26,9 +32,14 @@ from user.learner.config import LearningConfig, PacingConfig, check_batch_split
 from user.learner.device import resolve_device
 from user.learner.progress import ProgressLog
 from user.learner.trainer import Trainer, TrainerCounters
+from user.sync.errors import WeightSyncError
 
 JOIN_TIMEOUT_S = 10.0
 SYNC_POLL_S = 0.2  # how often the sync loop checks for shutdown while no episode arrives
+
+
+class TrainingHaltedError(RuntimeError):
+    """Training diverged (a loss or weight is not finite): nothing is published or checkpointed any more."""
 
 
 class WeightSink(Protocol):
@@ -136,6 +147,7 @@ class LearningSession:
         self._sync_thread: threading.Thread | None = None
         self._steps_since_train = 0
         self._stop = threading.Event()
+        self.halted: str | None = None  # why weights are no longer published (training diverged), if they are not
         self.resumed = self._resume() if config.resume else False
         self._last_report = (time.monotonic(), self.trainer.counters.gradient_steps)
         self.progress = ProgressLog(config.run_dir)
@@ -167,7 +179,10 @@ class LearningSession:
         if self._sync_thread is not None:
             self._sync_thread.join(JOIN_TIMEOUT_S)
         try:
-            self.save_checkpoint()
+            if self.halted is None:
+                self.save_checkpoint()
+            else:
+                self.log.error("no final checkpoint: %s", self.halted)
         finally:
             self.progress.close()
             with self._lock:
@@ -228,14 +243,47 @@ class LearningSession:
     # ---- training -------------------------------------------------------------------------------
 
     def _after_update(self, calls: int) -> None:
-        """Training thread, after each update call: publish when due, checkpoint when due."""
-        del calls
-        version = self._sink.after_update() if self._sink is not None else None
+        """Training thread, after each update call: check the update's statistics, publish when due, checkpoint
+        when due; nothing of either once training diverged."""
+        if not self._finite_update(calls):
+            return
+        if self._sink is not None:
+            self._publish(self._sink.after_update)
+        period = self.config.checkpoint_period_s
+        if period > 0 and self.halted is None and time.monotonic() - self._last_checkpoint >= period:
+            self.save_checkpoint()
+
+    def _finite_update(self, calls: int) -> bool:
+        """False once an update's losses or diagnostics were not finite (the policy is poisoned from then on)."""
+        if self.halted is not None:
+            return False
+        bad = {k: v for k, v in self.trainer.counters.last.items() if not math.isfinite(v)}
+        if bad:
+            named = ", ".join(f"{k} = {v}" for k, v in sorted(bad.items()))
+            self._halt(f"training diverged at update call {calls}: {named}")
+        return not bad
+
+    def _publish(self, publish: Callable[[], int | None]) -> None:
+        """Publish through the sink unless halted; weights it refuses (not finite) halt publication."""
+        if self.halted is not None:
+            return
+        try:
+            version = publish()
+        except WeightSyncError as exc:
+            self._halt(str(exc))
+            return
         if version is not None:
             self._published(version)
-        period = self.config.checkpoint_period_s
-        if period > 0 and time.monotonic() - self._last_checkpoint >= period:
-            self.save_checkpoint()
+
+    def _halt(self, reason: str) -> None:
+        """Stop publishing weights and writing checkpoints, for good, and say so once, loudly."""
+        self.halted = reason
+        self.log.error(
+            "%s; weights are no longer published (robots keep acting with version %d, the last good one) and "
+            "no checkpoint is written (the last one holds good weights); restart the learner from it",
+            reason,
+            self.counters.policy_version,
+        )
 
     def _published(self, version: int) -> None:
         self.counters.policy_version = version
@@ -248,11 +296,13 @@ class LearningSession:
                 steps = self._sync_work.get(timeout=SYNC_POLL_S)
             except queue.Empty:
                 continue
+            if self.halted is not None:
+                continue
             if len(self.buffer) < self.config.pacing.min_transitions:
-                self.counters.policy_version = self._sink.publish_now()  # nothing to train on yet: release robots
+                self._publish(self._sink.publish_now)  # nothing to train on yet: release the robots
                 continue
             self.trainer.train(self._sync.calls_for(steps), self.config.sync_train_timeout_s)
-            self._published(self._sink.publish_now())
+            self._publish(self._sink.publish_now)
 
     # ---- checkpoints ----------------------------------------------------------------------------
 
@@ -276,6 +326,9 @@ class LearningSession:
         return True
 
     def save_checkpoint(self) -> Path:
+        """Write a checkpoint; `TrainingHaltedError` once training diverged (the last checkpoint keeps good weights)."""
+        if self.halted is not None:
+            raise TrainingHaltedError(f"no checkpoint written: {self.halted}")
         with self.trainer.locked():
             ckpt = Checkpoint(
                 algorithm=self.algorithm.state_dict(),
@@ -307,6 +360,7 @@ class LearningSession:
             "episodes": float(counters.episodes),
             "successes": float(counters.successes),
             "idle_fraction": self.trainer.idle_fraction(),
+            "publishing_halted": float(self.halted is not None),
         }
         self.progress.write(time.time(), c, counters, buffered, rate)
         return SessionStats(c, counters, buffered, rate, values)

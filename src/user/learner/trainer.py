@@ -7,6 +7,11 @@ Both paths share `_one_update`, so the two modes differ in scheduling only.
 
 Time is accounted as busy (sampling finished, updating) or idle (waiting for data the rate limiter has not
 yet allowed): `idle_fraction` is the share of wall time the learner had nothing to do.
+
+A batch that cannot be read (a damaged or truncated record on disk, a transition that does not decode or does
+not fit the batch) is skipped and counted, and its error logged once per cause; training goes on with the next
+batch. Only when `max_unreadable_in_a_row` batches in a row fail does training stop: `failed` holds a
+`TrainingDataError`, one error line says why, and `on_failure` is called, so the failure is seen, not spun on.
 """
 
 from __future__ import annotations
@@ -21,14 +26,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from user.algorithms.base import Algorithm, TrainingStats
-from user.buffer.batch import TransitionBatch
-from user.buffer.errors import SampleTimeoutError
+from user.buffer.batch import BatchError, TransitionBatch
+from user.buffer.errors import BufferIndexError, SampleTimeoutError, SegmentError
 from user.buffer.replay import ReplayBuffer
+from user.interfaces.codec import DecodeError
 from user.learner.state_select import StateSelector
 
 _log = logging.getLogger("user.learner")
 
 AfterUpdate = Callable[[int], None]  # called with the update-call count after each call
+OnFailure = Callable[[BaseException], None]  # called once when the training thread stops on an error
+MAX_UNREADABLE_IN_A_ROW = 20  # unreadable batches in a row after which training stops (the data is gone)
+MAX_LOGGED_CAUSES = 100  # distinct read errors logged; later new ones are only counted
+# what reading stored data raises: a record not there or not whole, a row that contradicts it, a transition that
+# does not decode or does not fit the batch (an image that does not decode)
+UNREADABLE = (SegmentError, BufferIndexError, BatchError, DecodeError)
+
+
+class TrainingDataError(RuntimeError):
+    """Batch after batch could not be read from the buffer: training stopped rather than spin on it."""
 
 
 @dataclass
@@ -53,14 +69,21 @@ class Trainer:
         *,
         sample_timeout_s: float = 0.5,
         after_update: AfterUpdate | None = None,
+        on_failure: OnFailure | None = None,
+        max_unreadable_in_a_row: int = MAX_UNREADABLE_IN_A_ROW,
     ) -> None:
         self.algorithm = algorithm
         self.buffer = buffer
         self.selector = selector
         self.sample_timeout_s = sample_timeout_s
         self.after_update = after_update
+        self.on_failure = on_failure
+        self.max_unreadable_in_a_row = max(1, max_unreadable_in_a_row)
         self.counters = TrainerCounters()
-        self.failed: BaseException | None = None
+        self.failed: BaseException | None = None  # why the training thread stopped, if it did
+        self.unreadable_batches = 0  # batches skipped because stored data could not be read
+        self._unreadable_in_a_row = 0
+        self._logged_causes: set[str] = set()
         self._lock = threading.Lock()  # one update at a time (async thread vs. sync calls vs. checkpoints)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -77,12 +100,17 @@ class Trainer:
         self._thread.start()
 
     def train(self, update_calls: int, timeout_s: float) -> int:
-        """Sync mode: up to `update_calls` updates now, within `timeout_s`; returns how many were done."""
+        """Sync mode: up to `update_calls` updates now, within `timeout_s`; returns how many were done.
+        Raises `TrainingDataError` (also kept in `failed`) when batch after batch cannot be read."""
         deadline = time.monotonic() + timeout_s
         done = 0
         while done < update_calls and not self._stop.is_set() and time.monotonic() < deadline:
-            if self._one_update(min(self.sample_timeout_s, max(0.0, deadline - time.monotonic()))):
-                done += 1
+            try:
+                updated = self._one_update(min(self.sample_timeout_s, max(0.0, deadline - time.monotonic())))
+            except TrainingDataError as exc:
+                self._failed(exc)
+                raise
+            done += int(updated)
         return done
 
     def stop(self, timeout_s: float = 5.0) -> bool:
@@ -124,8 +152,17 @@ class Trainer:
             while not self._stop.is_set():
                 self._one_update(self.sample_timeout_s)
         except Exception as exc:
-            self.failed = exc
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        """The training thread (or a sync call) stops on `exc`: keep it, say so once, tell `on_failure`."""
+        self.failed = exc
+        if isinstance(exc, TrainingDataError):
+            _log.error("training stopped: %s", exc)
+        else:
             _log.exception("training stopped: %s", exc)
+        if self.on_failure is not None:
+            self.on_failure(exc)
 
     def _one_update(self, timeout_s: float) -> bool:
         started = time.monotonic()
@@ -134,6 +171,11 @@ class Trainer:
         except SampleTimeoutError:
             self.counters.idle_s += time.monotonic() - started
             return False
+        except UNREADABLE as exc:
+            self.counters.idle_s += time.monotonic() - started
+            self._unreadable(exc)
+            return False
+        self._unreadable_in_a_row = 0
         sampled = time.monotonic()
         batch = self._select(batch)
         with self._lock:
@@ -143,6 +185,26 @@ class Trainer:
         if self.after_update is not None:
             self.after_update(calls)
         return True
+
+    def _unreadable(self, exc: Exception) -> None:
+        """Skip a batch that could not be read: count it, log its cause the first time; `TrainingDataError` once
+        `max_unreadable_in_a_row` batches in a row failed."""
+        self.unreadable_batches += 1
+        self._unreadable_in_a_row += 1
+        cause = f"{type(exc).__name__}: {exc}"
+        if cause not in self._logged_causes and len(self._logged_causes) < MAX_LOGGED_CAUSES:
+            self._logged_causes.add(cause)
+            _log.error(
+                "skipped a batch that could not be read (%s); training goes on (%d unreadable batches so far; "
+                "each cause is logged once)",
+                cause,
+                self.unreadable_batches,
+            )
+        if self._unreadable_in_a_row >= self.max_unreadable_in_a_row:
+            raise TrainingDataError(
+                f"{self._unreadable_in_a_row} batches in a row could not be read from the buffer (last: {cause}); "
+                f"check it with `user buffer verify {self.buffer.storage.directory}`"
+            ) from exc
 
     def _account(self, stats: TrainingStats, started: float, sampled: float) -> None:
         c = self.counters

@@ -10,8 +10,14 @@ Topics and services (names configurable):
   would give (`is_canonical_transition`), else the buffer encodes the decoded transition;
 - `/<robot>/episode_events` (user/msg/EpisodeEvent): the END of an episode that had no done step (an
   operator reset) stores it with its last step truncated;
+- every transition and event is checked at the door (`user.interfaces.validate`: finite values, actions in
+  [-1, 1] of the policy's dimension, ids in range, the topic's robot) before the buffer sees it; a refused
+  one is counted per cause and logged (rate-limited, `refusals`) and never touches the robot's episode in
+  progress;
 - `weights_topic` (user/msg/WeightChunk, latched): the policy's actor weights, versioned and chunked
-  (`user.sync`), every `pacing.publish_every` update calls (async) or after each training phase (sync);
+  (`user.sync`), every `pacing.publish_every` update calls (async) or after each training phase (sync), each
+  chunk naming `learner_id`; never weights that are not finite, and nothing more once a training loss was
+  not finite (the session halts publication with one error line, see `user.learner.session`);
 - `stats_topic` (user/msg/TrainingStats): progress every `stats_period_s`;
 - `~/checkpoint` (user/srv/Checkpoint), `~/buffer_stats` (user/srv/BufferStats).
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +47,10 @@ from user.buffer.config import BufferConfig
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Transition, is_canonical_transition, transition_from_msg
-from user.interfaces.episode_events import EpisodeKind
+from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
+from user.interfaces.refusals import Refusals
 from user.interfaces.stamps import header, now_ns
+from user.interfaces.validate import InvalidMessageError, check_episode_event, check_transition
 from user.learner.config import LearningConfig, PacingConfig
 from user.learner.device import DEVICE_HELP
 from user.learner.session import LearningSession, SessionConfig
@@ -49,10 +58,14 @@ from user.runtime.node import Node
 from user.sync.chunking import DTYPES
 from user.sync.publisher import WeightPublisher
 
+MAX_REPLAYS = 64  # re-sent episodes received at once; beyond, the oldest unfinished one is dropped
+
 
 @dataclass
 class LearnerParams:
-    learner_id: str = setting("learner", "name of this learner in stats messages")
+    learner_id: str = setting(
+        "learner", "name of this learner in stats messages and weight chunks (a rollout's `weights_publisher`)"
+    )
     robots: list[str] = setting([], "robot ids whose transitions are learned from")
     transitions_suffix: str = setting(
         "transitions", "topic under /<robot>/ to learn from (e.g. transitions/rewarded behind a reward node)"
@@ -119,17 +132,20 @@ class LearnerNode(Node):
             topic=p.weights_topic,
             every_k_updates=p.pacing.publish_every if p.pacing.mode == "async" else None,  # sync: after each phase
             dtype=DTYPES[p.pacing.weight_dtype],
+            publisher=p.learner_id,
         )
         self._stats_pub = self.create_publisher(p.stats_topic, "user/msg/TrainingStats", RELIABLE)
-        self.rejected = 0  # transitions that could not be stored (logged with the reason)
+        self.rejected = 0  # valid transitions the buffer could not store (logged with the reason)
+        self.refusals = Refusals(self.log)  # messages refused at the door, per cause (see user.interfaces.validate)
         self._acks = {r: self.create_publisher(f"/{r}/episode_acks", "user/msg/EpisodeAck", RELIABLE) for r in p.robots}
         self._replays: dict[tuple[str, int], _Replay] = {}  # re-sent episodes being received
         self.replayed_episodes = 0  # episodes stored from a robot's re-send (missed live)
         for robot in p.robots:
-            topic = f"/{robot}/{p.transitions_suffix}"
-            self.create_payload_subscription(topic, "user/msg/Transition", self._on_transition)
-            self.create_payload_subscription(f"{topic}/replay", "user/msg/Transition", self._on_replay)
-            self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_episode_event)
+            live, replay = f"/{robot}/{p.transitions_suffix}", f"/{robot}/{p.transitions_suffix}/replay"
+            self.create_payload_subscription(live, "user/msg/Transition", partial(self._on_transition, robot, live))
+            self.create_payload_subscription(replay, "user/msg/Transition", partial(self._on_replay, robot, replay))
+            events = partial(self._on_episode_event, robot)
+            self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", events)
         self.create_service(f"/{self.name}/checkpoint", "user/srv/Checkpoint", self._on_checkpoint)
         self.create_service(f"/{self.name}/buffer_stats", "user/srv/BufferStats", self._on_buffer_stats)
         self.create_timer(p.stats_period_s, self._publish_stats)
@@ -155,49 +171,74 @@ class LearnerNode(Node):
         and they are what encoding it would give), else None: the buffer encodes the transition itself."""
         return payload if is_canonical_transition(msg, payload, self.codec) else None
 
-    def _on_transition(self, msg: Any, payload: bytes) -> None:
+    def _admit(self, robot: str, topic: str, msg: Any) -> Transition | None:
+        """The transition `msg` carries when it passes the door (`check_transition`: finite, in range, of the
+        topic's robot, ids consistent); else None, the refusal counted and logged (rate-limited)."""
+        what = f"transition on {topic} (episode {msg.episode_id} step {msg.step})"
         try:
             transition = transition_from_msg(msg)
+            check_transition(transition, robot_id=robot, action_dim=self.session.policy.action_dim)
+        except InvalidMessageError as exc:
+            self.refusals.invalid(what, exc)
+            return None
+        except (ValueError, TypeError) as exc:  # a decoded message that is no transition after all
+            self.refusals.refuse("transition unreadable", f"{what}: {exc}")
+            return None
+        return transition
+
+    def _on_transition(self, robot: str, topic: str, msg: Any, payload: bytes) -> None:
+        transition = self._admit(robot, topic, msg)
+        if transition is None:
+            return  # never handed to the buffer: the robot's episode in progress is left as it was
+        try:
             episode = self.session.add(transition, self._stored_bytes(msg, payload))
         except Exception as exc:  # a transition the buffer refuses (gap in steps, wrong shape ...): say why
             self.rejected += 1
-            self.log.error("transition from %s refused: %s", getattr(msg, "robot_id", "?"), exc)
+            self.refusals.refuse(
+                f"buffer {type(exc).__name__}", f"transition of {robot} episode {transition.episode_id}: {exc}"
+            )
             return
         if episode is not None:
             self._acknowledge(transition.robot_id, transition.episode_id)
 
-    def _on_episode_event(self, msg: Any) -> None:
+    def _on_episode_event(self, robot: str, msg: Any) -> None:
         """An END without a done step (an operator reset) ends the robot's episode: stored, last step truncated."""
-        if int(msg.kind) != EpisodeKind.END or msg.robot_id not in self._acks:
+        try:
+            event = episode_event_from_msg(msg)
+            check_episode_event(event, robot_id=robot)
+        except (InvalidMessageError, ValueError) as exc:
+            cause = exc.cause if isinstance(exc, InvalidMessageError) else "event.kind is unknown"
+            self.refusals.refuse(cause, f"episode event on /{robot}/episode_events: {exc}")
+            return
+        if event.kind != EpisodeKind.END:
             return
         try:
-            episode = self.session.end_episode(msg.robot_id, int(msg.episode_id), int(msg.steps))
+            episode = self.session.end_episode(robot, event.episode_id, event.steps)
         except Exception as exc:
             self.rejected += 1
-            self.log.error("episode %d of %s could not be ended: %s", msg.episode_id, msg.robot_id, exc)
+            self.log.error("episode %d of %s could not be ended: %s", event.episode_id, robot, exc)
             return
         if episode is not None:
             self.log.info("episode %d of %s ended by a reset after %d steps: stored truncated",
-                          msg.episode_id, msg.robot_id, msg.steps)  # fmt: skip
-            self._acknowledge(msg.robot_id, int(msg.episode_id))
+                          event.episode_id, robot, event.steps)  # fmt: skip
+            self._acknowledge(robot, event.episode_id)
 
-    def _on_replay(self, msg: Any, payload: bytes) -> None:
+    def _on_replay(self, robot: str, topic: str, msg: Any, payload: bytes) -> None:
         """A robot re-sends an episode it has no receipt for: store it unless it is stored already."""
-        try:
-            transition = transition_from_msg(msg)
-        except Exception as exc:
-            self.rejected += 1
-            self.log.error("re-sent transition refused: %s", exc)
+        transition = self._admit(robot, topic, msg)
+        if transition is None:
             return
         key = (transition.robot_id, transition.episode_id)
         if transition.step == 0:
-            self._replays[key] = _Replay()
+            self._replays.pop(key, None)
         replay = self._replays.setdefault(key, _Replay())
+        while len(self._replays) > MAX_REPLAYS:  # re-sends that never finished (a message lost): the oldest goes
+            del self._replays[next(iter(self._replays))]
         replay.steps.append(transition)
         replay.payloads.append(self._stored_bytes(msg, payload))
         if not transition.done:
             return
-        del self._replays[key]
+        self._replays.pop(key, None)
         try:
             stored = self.session.add_episode(replay.steps, replay.payloads)
         except Exception as exc:  # incomplete re-send (a message lost): no receipt, the robot tries again

@@ -26,7 +26,10 @@ Sources (`source`):
 - `task`: the robot's own reward, unchanged (so a deployment can always route through a reward node).
 
 A terminal-mode rule or classifier scores only an episode's last step and there also judges the outcome
-(`success`; `terminated` when successful). Nothing is dropped silently: malformed messages
+(`success`; `terminated` when successful). Every transition and press is checked at the door
+(`user.interfaces.validate`: finite values, ranges, ids, this node's robot) and every reward before it is
+sent on: a refused one is not used or forwarded, and is counted per cause and logged, rate-limited
+(`refusals`; a reward that is not finite also counts as `unscored`). Nothing is dropped silently: malformed messages
 (`malformed_messages`), presses with an unknown mode (`bad_presses`) or for another robot
 (`foreign_presses`), presses that match no step (`unmatched_presses`), steps whose stamps give no window
 (`bad_windows`, released with no human reward) and transitions a rule/classifier cannot score
@@ -36,6 +39,7 @@ A terminal-mode rule or classifier scores only an episode's last step and there 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections import OrderedDict, deque
@@ -46,6 +50,8 @@ from typing import Any, Literal
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Transition, transition_from_msg
+from user.interfaces.refusals import Refusals
+from user.interfaces.validate import InvalidMessageError, check_press, check_reward, check_transition
 from user.rewards.base import Reward, RewardError, RewardMode
 from user.rewards.human import HumanPress
 from user.rewards.online import HumanRewarder, Outcome, StepRewarder, is_terminal
@@ -120,6 +126,7 @@ class RewardNode(Node):
         self.input_topic = p.input_topic or f"{ns}/transitions"
         self.output_topic = p.output_topic or f"{ns}/transitions/rewarded"
         self._lock = threading.Lock()  # callbacks of one bus never overlap; this guards them against destroy()
+        self.refusals = Refusals(self.log)  # transitions, presses and rewards refused (user.interfaces.validate)
         self.received = 0  # transitions decoded
         self.published = 0  # rewarded transitions sent
         self.unscored = 0  # transitions the rule/classifier could not score (logged, not forwarded)
@@ -164,8 +171,21 @@ class RewardNode(Node):
 
     # ---- bus callbacks ---------------------------------------------------------------------------
 
+    def _admit(self, msg: Any, topic: str) -> Transition | None:
+        """The transition `msg` carries when it passes the door (`check_transition`, this node's robot), else None:
+        counted and logged (rate-limited), not forwarded."""
+        try:
+            t = transition_from_msg(msg)
+            check_transition(t, robot_id=self.params.robot_id)
+        except InvalidMessageError as exc:
+            self.refusals.invalid(f"transition on {topic} (episode {msg.episode_id} step {msg.step})", exc)
+            return None
+        return t
+
     def _on_transition(self, msg: Any) -> None:
-        t = transition_from_msg(msg)
+        t = self._admit(msg, self.input_topic)
+        if t is None:
+            return
         with self._lock:
             self.received += 1
             if self.human is None:
@@ -195,7 +215,10 @@ class RewardNode(Node):
         self._publish(msg, outcome)
 
     def _on_replay(self, msg: Any) -> None:
-        episode, step = int(msg.episode_id), int(msg.step)
+        t = self._admit(msg, f"{self.input_topic}/replay")
+        if t is None:
+            return
+        episode, step = t.episode_id, t.step
         with self._lock:
             given = self._given.get(episode)
             if given is not None and step in given:
@@ -203,7 +226,7 @@ class RewardNode(Node):
                 if outcome is not None:
                     self._pub_replay.publish(_rewarded(msg, outcome))
                     self.replayed += 1
-                return
+                return  # given before: its reward was checked then
             if self.human is not None:
                 self.unrewarded_replays += 1
                 self.log.error(
@@ -214,10 +237,15 @@ class RewardNode(Node):
                 )
                 return
             try:
-                fresh = self._replay_scorer(transition_from_msg(msg))
+                fresh = self._replay_scorer(t)
+                check_reward(fresh.reward)
             except RewardError as exc:
                 self.unscored += 1
                 self.log.error("re-sent episode %d step %d: cannot compute the reward (%s)", episode, step, exc)
+                return
+            except InvalidMessageError as exc:
+                self.unscored += 1
+                self.refusals.invalid(f"{self.params.source} reward of re-sent episode {episode} step {step}", exc)
                 return
             self._pub_replay.publish(_rewarded(msg, fresh))
             self.replayed += 1
@@ -237,6 +265,13 @@ class RewardNode(Node):
             with self._lock:
                 self.bad_presses += 1
             self.log.warning("%s; press ignored", exc)
+            return
+        try:
+            check_press(press.reward, int(press.mode))
+        except InvalidMessageError as exc:
+            with self._lock:
+                self.bad_presses += 1
+            self.refusals.invalid(f"press from {press.source[:40]!r}", exc, logging.WARNING)
             return
         with self._lock:
             if self.human is None:
@@ -287,6 +322,13 @@ class RewardNode(Node):
 
     def _publish(self, msg: Any, outcome: Outcome) -> None:
         episode = int(msg.episode_id)
+        try:
+            check_reward(outcome.reward)
+        except InvalidMessageError as exc:  # never forwarded: a reward that is not finite poisons the learner
+            self._remember(episode, int(msg.step), None)
+            self.unscored += 1
+            self.refusals.invalid(f"{self.params.source} reward of episode {episode} step {int(msg.step)}", exc)
+            return
         if episode in self._ended:
             self._remember(episode, int(msg.step), None)
             self.after_end += 1  # the person ended the episode at an earlier step: these steps are past its end

@@ -14,7 +14,14 @@ Topics (prefix `namespace`, default `/<robot_id>`):
 The loop runs on its own thread, not a bus timer: bus timers run under the callback lock, and a control
 period blocks (the driver paces to the period's deadline, or in fast mode the loop waits for the policy's
 action for this very step), which would stall every subscription. Bus callbacks only hand data over
-(`ActionGate.feed_*`, a reset request) and never touch the robot.
+(`ActionGate.feed_*`, a reset request) and never touch the robot. The reset service waits for the control
+thread to reset the robot (a real arm drives home for seconds), so it runs on the bus's service thread
+(`OwnThread`), never in front of the e-stop, actions and interventions. A latched e-stop refuses resets (the
+running episode goes on, held) until it is cleared.
+
+With `state_dir` set, the next episode id is saved before each episode starts (`DurableEpisodeIds`): a node
+respawned after a crash continues its ids, so it sends no episode id twice and, since an expert drives the
+ids below its `until_episode`, redoes no demonstration.
 """
 
 from __future__ import annotations
@@ -23,29 +30,33 @@ import dataclasses
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from user.bus.base import BEST_EFFORT, RELIABLE, Bus
+from user.bus.base import BEST_EFFORT, RELIABLE, Bus, OwnThread
 from user.config.strict import ConfigError, setting
 from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor, from_robot
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
-from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent, EpisodeKind
+from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
 from user.interfaces.stamps import header
 from user.rewards.human import PressMode
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
 from user.robot_loop.driver_spec import DriverSpec
 from user.robot_loop.drivers import build_driver
+from user.robot_loop.episode_ids import DurableEpisodeIds, EpisodeIdError, EpisodeIds
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.outbox import EpisodeOutbox
-from user.robots.arm import ArmRobot
+from user.robot_loop.reset_requests import ResetRequests
+from user.robots.arm import ArmRobot, EStopError
 from user.robots.estop import ESTOP_TOPIC, EStopTopic
 from user.robots.pacing import DeadlinePacer
 from user.runtime.node import Node
 
 JOIN_TIMEOUT_S = 3.0
+IDLE_S = 0.05  # between episodes without auto reset (or while a reset is refused): how often to look again
 
 
 @dataclass(frozen=True)
@@ -53,8 +64,13 @@ class RobotNodeParams(DriverSpec):
     """The robot (its driver and that driver's settings, `DriverSpec`) and how the node runs it."""
 
     jpeg_quality: int = setting(90, "JPEG quality of camera images", min=1, max=100)
-    seed: int = setting(0, "episode n resets with seed + n; -1 = unseeded", min=-1)
+    seed: int = setting(0, "episode n (its id) resets with seed + n; -1 = unseeded", min=-1)
     first_episode_id: int = setting(0, "id of the first episode (ids increase by one per episode)", min=0)
+    state_dir: str = setting(
+        "",
+        "keep the next episode id in <state_dir>/<robot_id>.episode.json, so that a restarted node continues "
+        "its ids (from the larger of this and first_episode_id); empty = every start begins at first_episode_id",
+    )
     auto_reset: bool = setting(True, "start the next episode as soon as one ends (else wait for the reset service)")
     action_timeout_s: float = setting(1.0, "fast mode: longest wait for the policy's action for a step, s", min=0.001)
     intervention_deadline_s: float = setting(0.25, "a human action overrides the policy for this long, s", min=0.001)
@@ -104,9 +120,8 @@ class RobotNode(Node):
             bundle.frames,
         )
         seed = None if p.seed < 0 else p.seed
-        self.loop = ControlLoop(
-            self.robot, bundle.scorer, observer, self.gate, seed=seed, first_episode_id=p.first_episode_id
-        )
+        ids = self._episode_ids()  # before the robot connects: an unreadable saved id stops the start here
+        self.loop = ControlLoop(self.robot, bundle.scorer, observer, self.gate, seed=seed, episode_ids=ids)
         self._wait_s = min(p.action_timeout_s, 0.5 * period) if p.realtime else p.action_timeout_s
         self._pacer = DeadlinePacer(period) if p.realtime and p.driver == "gym" else None
         if not bundle.connects_over_bus:
@@ -131,16 +146,24 @@ class RobotNode(Node):
             self.create_subscription(p.human_reward_topic, "user/msg/HumanReward", self._on_human_reward, RELIABLE)
         arm = self.robot if isinstance(self.robot, ArmRobot) else None
         self._estop = EStopTopic(self, arm, p.estop_topic) if arm is not None else None
-        self._reset_request: int | None = None  # seed, -1 = none; guarded by _lock
-        self._reset_done = threading.Condition()
-        self._resets_served = 0
-        self._lock = threading.Lock()
+        self._resets = ResetRequests(self.gate.wake)
+        self._refusals_logged: set[str] = set()  # causes logged since the last episode started (once each)
+        self.resets_refused = 0
         self._stop = threading.Event()
-        self.create_service(f"{ns}/reset", "user/srv/Reset", self._on_reset)
+        self.bus.create_service(f"{ns}/reset", "user/srv/Reset", OwnThread(self._on_reset_request))
         self.announcer = Announcer(self, self._descriptor())
         self.failed: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"{p.robot_id}-control", daemon=True)
         self._thread.start()
+
+    def _episode_ids(self) -> EpisodeIds:
+        p = self.params
+        if not p.state_dir:
+            return EpisodeIds(p.first_episode_id)
+        ids = DurableEpisodeIds(Path(p.state_dir), p.robot_id, p.first_episode_id)
+        if ids.saved is not None and ids.saved > p.first_episode_id:
+            self.log.info("continuing at episode %d (saved in %s)", ids.next_id, ids.path)
+        return ids
 
     def _descriptor(self) -> ResourceDescriptor:
         """The robot's own descriptor, at the node's control rate, with the cameras its observations carry."""
@@ -167,17 +190,19 @@ class RobotNode(Node):
         else:
             self.log.info("an episode-end press from %s arrived between episodes: ignored", msg.source or "a person")
 
+    def _on_reset_request(self, payload: bytes) -> bytes:
+        """The reset service, on the bus's service thread: waits for the control thread, holding up no callback."""
+        request = self.codec.decode(payload, "user/srv/Reset_Request")
+        return self.codec.encode(self._on_reset(request), "user/srv/Reset_Response")
+
     def _on_reset(self, request: Any) -> Any:
         if request.robot_id and request.robot_id != self.params.robot_id:
             return self._reset_response(False, f"this is robot {self.params.robot_id!r}, not {request.robot_id!r}")
-        with self._reset_done:
-            served = self._resets_served
-            with self._lock:
-                self._reset_request = int(request.seed)
-            self.gate.wake()
-            done = self._reset_done.wait_for(lambda: self._resets_served > served, self.params.reset_timeout_s)
+        outcome = self._resets.ask(int(request.seed), self.params.reset_timeout_s)
         obs = self.loop.observation
-        if not done or obs is None:
+        if outcome.refusal is not None:
+            return self._reset_response(False, outcome.refusal)
+        if not outcome.served or obs is None:
             return self._reset_response(False, f"reset did not complete within {self.params.reset_timeout_s} s")
         return self._reset_response(True, f"episode {obs.episode_id}", obs)
 
@@ -211,7 +236,6 @@ class RobotNode(Node):
                 self.bundle.connect()
             if self.params.wait_for_consumer_s > 0:
                 self._wait_for_consumer()
-            self._reset(None)
             while not self._stop.is_set():
                 self._period()
         except Exception as exc:
@@ -219,25 +243,21 @@ class RobotNode(Node):
             self.log.exception("control loop stopped: %s", exc)
 
     def _period(self) -> None:
-        with self._lock:
-            request, self._reset_request = self._reset_request, None
+        if self._estop is not None:
+            self._estop.apply_pending()  # a requested clear, also between episodes
+        request = self._resets.take()
         if request is not None:
             if request == RESET_SEED_DEFAULT:
-                self._reset(None)
+                self._resets.done(self._reset(None))
             else:
-                self._reset(None if request < 0 else request, use_default_seed=False)
-            with self._reset_done:
-                self._resets_served += 1
-                self._reset_done.notify_all()
+                self._resets.done(self._reset(None if request < 0 else request, use_default_seed=False))
             return
         if not self.loop.in_episode:
-            if self.params.auto_reset:
-                self._reset(None)
-            else:
-                self._stop.wait(0.05)  # idle until the reset service asks; checked again each 50 ms
+            # the first episode starts by itself; later ones with auto_reset, else when the reset service asks
+            if (self.params.auto_reset or self.loop.episode_id is None) and self._reset(None) is None:
+                return
+            self._stop.wait(IDLE_S)  # a reset request (or a cleared e-stop) is seen within IDLE_S
             return
-        if self._estop is not None:
-            self._estop.apply_pending()
         obs = self.loop.observation
         if obs is not None:  # fast mode: lockstep with the policy; real time: at most half a period
             self.gate.wait_for_policy(obs.episode_id, obs.step, self._wait_s)
@@ -247,15 +267,46 @@ class RobotNode(Node):
         if self._pacer is not None:
             self._pacer.wait()
 
-    def _reset(self, seed: int | None, use_default_seed: bool = True) -> None:
-        obs, events = self.loop.reset(seed, use_default_seed=use_default_seed)
+    def _reset(self, seed: int | None, use_default_seed: bool = True) -> str | None:
+        """End the running episode (kept, as an operator reset) and start the next; None when it started,
+        else why not (a latched e-stop, an episode id that cannot be saved): the robot stays where it is."""
+        refusal = self._estop_refusal()
+        if refusal is None:
+            self._end_running()
+            try:
+                obs, events = self.loop.reset(seed, use_default_seed=use_default_seed)
+            except (EStopError, EpisodeIdError) as exc:  # the e-stop latched just now; the disk is full
+                refusal = str(exc)
+        if refusal is not None:
+            self.resets_refused += 1
+            if refusal not in self._refusals_logged:
+                self._refusals_logged.add(refusal)
+                self.log.error("no new episode: %s", refusal)
+            return refusal
+        self._refusals_logged.clear()
         if self._pacer is not None:
             self._pacer.restart()
-        for event in events:  # an episode the reset cut short: kept, its last step truncated (as the learner does)
-            if event.kind == EpisodeKind.END and self.outbox is not None:
-                self.outbox.end_early(event.episode_id, lambda m: dataclasses.replace(m, truncated=True))
         self._publish_events(events)
         self._pub_obs.publish(observation_to_msg(obs, self.codec))
+        return None
+
+    def _estop_refusal(self) -> str | None:
+        robot = self.robot
+        if not isinstance(robot, ArmRobot) or not robot.estopped:
+            return None
+        topic = self.params.estop_topic
+        return (
+            f"robot {self.params.robot_id!r} is e-stopped ({robot.estop_reason}); publish false on {topic} to clear it"
+        )
+
+    def _end_running(self) -> None:
+        """End the running episode, if any: kept whole, its last step truncated (as the learner does)."""
+        ended = self.loop.end_episode()
+        if ended is None:
+            return
+        if self.outbox is not None:
+            self.outbox.end_early(ended.episode_id, lambda m: dataclasses.replace(m, truncated=True))
+        self._publish_events([ended])
 
     def _on_ack(self, msg: Any) -> None:
         if self.outbox is not None and msg.robot_id == self.params.robot_id:
@@ -311,6 +362,7 @@ class RobotNode(Node):
     def destroy(self) -> None:
         self._stop.set()
         self.gate.wake()
+        self._resets.close()  # a reset request waiting on the service thread gives up
         self._thread.join(JOIN_TIMEOUT_S)
         if self._thread.is_alive():
             self.log.error("control thread did not stop within %.1f s", JOIN_TIMEOUT_S)

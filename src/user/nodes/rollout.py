@@ -14,6 +14,12 @@ changes another's policy mid-episode.
 Until the first weights arrive (`wait_for_weights`) the node does not answer: the robot holds. Episodes
 with ids below `start_episode` are left to another actor (e.g. a scripted expert recording demos).
 
+Nothing bad is acted on: an observation that fails `check_observation` (a state that is not finite, another
+robot's id on this robot's topic, ...) is not answered, and an action that fails `check_action` (the policy
+gave values that are not finite or outside [-1, 1]) is not sent; the robot holds. Weights are applied only
+whole, finite, of the policy's layout and, with `weights_publisher`, from that learner (`user.sync`). Each
+refusal is counted per cause and logged, rate-limited (`refusals`).
+
 `mode: sync` (the baseline of the pipeline benchmark): robots run with `auto_reset: false`; when an
 episode ends, this node waits for a policy version newer than the one that episode used (the learner
 trains on the episode, then publishes) and only then asks the robot to reset. Robots wait; that is the
@@ -27,6 +33,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -36,6 +43,8 @@ from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Action, Observation, action_to_msg, observation_from_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
+from user.interfaces.refusals import Refusals
+from user.interfaces.validate import InvalidMessageError, check_action, check_observation
 from user.learner.config import LearningConfig
 from user.learner.state_select import StateSelectionError
 from user.policies.base import Policy
@@ -53,6 +62,9 @@ class RolloutParams:
     robots: list[str] = setting([], "robot ids this node acts for")
     learning: LearningConfig = setting(LearningConfig(), "policy (must match the learner's)")
     weights_topic: str = setting("/policy/weights", "where the learner publishes weights")
+    weights_publisher: str = setting(
+        "", "apply only weights published by this learner (its learner_id, named in every chunk); empty: any"
+    )
     apply: Literal["episode_boundary", "immediate"] = setting(
         "episode_boundary", "when a robot switches to new weights"
     )
@@ -84,8 +96,14 @@ class RolloutNode(Node):
         self.latest = p.learning.build_policy()
         self.selector = p.learning.state_selector()
         self.weights = WeightSubscriber(
-            self, self.latest, policy_id=p.learning.policy_id, topic=p.weights_topic, apply="immediate"
+            self,
+            self.latest,
+            policy_id=p.learning.policy_id,
+            topic=p.weights_topic,
+            apply="immediate",
+            publisher=p.weights_publisher,
         )
+        self.refusals = Refusals(self.log)  # observations refused, actions not sent (see user.interfaces.validate)
         self._policies: dict[int, Policy] = {}  # version -> a policy copy some robot is pinned to
         self._pinned: dict[str, int] = {}  # robot -> version it acts with
         self._episode: dict[str, int] = {}  # robot -> episode id of its pinned version
@@ -99,7 +117,8 @@ class RolloutNode(Node):
         self._warned: set[str] = set()
         self._pubs = {r: self.create_publisher(f"/{r}/action", "user/msg/Action", RELIABLE) for r in p.robots}
         for robot in p.robots:
-            self.create_subscription(f"/{robot}/observation", "user/msg/Observation", self._on_observation, BEST_EFFORT)
+            on_obs = partial(self._on_observation, robot)
+            self.create_subscription(f"/{robot}/observation", "user/msg/Observation", on_obs, BEST_EFFORT)
             if p.mode == "sync":
                 self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
         # sync mode: one reset waits per robot at most; joined on destroy
@@ -111,9 +130,14 @@ class RolloutNode(Node):
 
     # ---- bus callbacks --------------------------------------------------------------------------
 
-    def _on_observation(self, msg: Any) -> None:
-        obs = observation_from_msg(msg)
-        if obs.robot_id not in self._pubs:
+    def _on_observation(self, robot: str, msg: Any) -> None:
+        try:
+            obs = observation_from_msg(msg)
+            check_observation(obs, robot_id=robot)
+        except InvalidMessageError as exc:  # never act on it: the robot holds until a good one comes
+            self.skipped += 1
+            where = f"observation on /{robot}/observation (episode {msg.episode_id} step {msg.step})"
+            self.refusals.invalid(where, exc)
             return
         with self._cond:
             self._pending[obs.robot_id] = (obs, time.monotonic())
@@ -139,7 +163,7 @@ class RolloutNode(Node):
                     self.log.exception("inference failed: %s", exc)
 
     def _answer(self, items: list[tuple[Observation, float]]) -> None:
-        if self.params.wait_for_weights and self.weights.received_versions == 0:
+        if self.params.wait_for_weights and self.weights.version == 0:  # none applied yet (a learner starts at 1)
             self.skipped += len(items)
             return
         groups: dict[int, list[tuple[Observation, float, np.ndarray]]] = {}
@@ -163,20 +187,32 @@ class RolloutNode(Node):
                     policy.preprocess(states, {}), deterministic=self.params.deterministic
                 ).numpy()
             for (obs, received, _), data in zip(group, actions, strict=True):
-                action = Action(
-                    robot_id=obs.robot_id,
-                    episode_id=obs.episode_id,
-                    step=obs.step,
-                    data=data.astype(np.float32),
-                    stamp_ns=obs.stamp_ns,
-                    intervened=False,
-                    source=SOURCE_POLICY,
-                    policy_version=version,
-                )
-                self._pubs[obs.robot_id].publish(action_to_msg(action, self.codec))
-                self.latencies_s.append(time.monotonic() - received)
-                self.answered += 1
+                self._send(obs, received, data, version, policy.action_dim)
             self.batch_sizes.append(len(group))
+
+    def _send(self, obs: Observation, received: float, data: np.ndarray, version: int, dim: int) -> None:
+        """Publish the policy's action for `obs`, unless it is not a valid command (e.g. not finite): then the robot
+        gets none and holds."""
+        action = Action(
+            robot_id=obs.robot_id,
+            episode_id=obs.episode_id,
+            step=obs.step,
+            data=data.astype(np.float32),
+            stamp_ns=obs.stamp_ns,
+            intervened=False,
+            source=SOURCE_POLICY,
+            policy_version=version,
+        )
+        try:
+            check_action(action, robot_id=obs.robot_id, dim=dim)
+        except InvalidMessageError as exc:
+            self.skipped += 1
+            what = f"action of policy version {version} for {obs.robot_id} (episode {obs.episode_id} step {obs.step})"
+            self.refusals.invalid(what, exc)
+            return
+        self._pubs[obs.robot_id].publish(action_to_msg(action, self.codec))
+        self.latencies_s.append(time.monotonic() - received)
+        self.answered += 1
 
     def _version_for(self, obs: Observation) -> int:
         """The version `obs.robot_id` acts with now (pins a new one at an episode boundary)."""

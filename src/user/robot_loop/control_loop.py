@@ -1,5 +1,6 @@
 """`ControlLoop`: episodes on one robot. Each `tick` gates an action, steps the robot, scores the step and
-assembles the `Transition`; `reset` starts the next episode (seeded, ids increasing per robot).
+assembles the `Transition`; `reset` starts the next episode (seeded, ids increasing per robot, from
+`EpisodeIds`: a `DurableEpisodeIds` continues them across restarts); `end_episode` ends the running one.
 
 `request_end(episode_id)` (thread-safe: a person's EPISODE_END press arrives on a bus thread) ends that
 episode after its next recorded step, marked truncated unless the scorer already terminated it: the
@@ -26,6 +27,7 @@ import numpy.typing as npt
 
 from user.interfaces.domain import Action, Observation, Transition
 from user.interfaces.episode_events import EpisodeEvent, EpisodeKind
+from user.robot_loop.episode_ids import EpisodeIds
 from user.robot_loop.gate import SOURCE_HOLD, SOURCE_SCRIPTED, ActionGate, GatedAction
 from user.robot_loop.observe import Observer
 from user.robot_loop.scoring import Scorer
@@ -69,16 +71,15 @@ class ControlLoop:
         gate: ActionGate,
         *,
         seed: int | None = 0,
-        first_episode_id: int = 0,
+        episode_ids: EpisodeIds | None = None,
         clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self.robot = robot
         self.scorer = scorer
         self.observer = observer
         self.gate = gate
-        self.seed = seed  # episode n resets with seed + n; None: unseeded
-        self._next_episode_id = first_episode_id
-        self._episodes_started = 0
+        self.seed = seed  # episode n (its id) resets with seed + n, across restarts too; None: unseeded
+        self.episode_ids = episode_ids or EpisodeIds(0)
         self._clock_ns = clock_ns
         self._episode: _Episode | None = None
         self._observation: Observation | None = None
@@ -123,22 +124,27 @@ class ControlLoop:
             request, self._end_request = self._end_request, None
         return request == episode_id
 
+    def end_episode(self) -> EpisodeEvent | None:
+        """End the running episode, if any, as an operator reset does; its END event (None: none ran)."""
+        if self._episode is None or not self._episode.active:
+            return None
+        return self._end(self._episode)
+
     def reset(
         self, seed: int | None = None, *, use_default_seed: bool = True
     ) -> tuple[Observation, list[EpisodeEvent]]:
         """End the running episode (if any, as an operator reset) and start the next one.
 
-        `seed` None with `use_default_seed` takes the loop's seed schedule (seed + episode index).
+        `seed` None with `use_default_seed` takes the loop's seed schedule (seed + the new episode's id: a robot
+        that continues its ids after a restart does not repeat the start states it already had).
         Returns the first observation and the events to publish (END of the old episode, START of the new).
+        Raises `EpisodeIdError` (nothing changed) when the new episode's id cannot be kept.
         """
-        events: list[EpisodeEvent] = []
-        if self._episode is not None and self._episode.active:
-            events.append(self._end(self._episode))
+        episode = _Episode(self.episode_ids.take())
+        ended = self.end_episode()
+        events = [] if ended is None else [ended]
         if seed is None and use_default_seed and self.seed is not None:
-            seed = self.seed + self._episodes_started
-        episode = _Episode(self._next_episode_id)
-        self._next_episode_id += 1
-        self._episodes_started += 1
+            seed = self.seed + episode.episode_id
         self.gate.start_episode(episode.episode_id)
         arm = self.robot.reset(seed)
         self._episode = episode

@@ -2,10 +2,18 @@
 
 Hardware libraries are imported only when a real device is opened, with an error naming the pip package
 (and the device path) when they are missing, so nodes that use the scripted devices need neither.
+
+What a device reports is outside data: a SpaceMouse reading with a non-finite (or non-numeric) axis value is
+never a command (the read yields nothing: the robot holds), and a pedal press with an unusable timestamp
+(non-finite, negative, beyond int64 nanoseconds) gets the wall-clock time. Each such input is counted by
+cause in the device's `refused` (`user.interfaces.refusals`: logged once per cause, then rate-limited); a
+device that cannot be read at all raises `DeviceError`, never another exception.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,7 +22,12 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from user.interfaces.refusals import Refusals
+
 F32 = npt.NDArray[np.float32]
+MAX_STAMP_NS = 2**63 - 1  # an int64 nanosecond stamp (the message field)
+
+_log = logging.getLogger(__name__)
 
 
 class DeviceError(RuntimeError):
@@ -62,10 +75,13 @@ class SpaceMouseTeleop:
             raise DeviceError("no SpaceMouse found (is it plugged in, and is /dev/hidraw* readable by this user?)")
         self._deadzone = deadzone
         self._gripper = 1.0
+        self.refused = Refusals(_log, level=logging.WARNING)
 
     def read(self) -> F32 | None:
         s = self._lib.read()
-        motion = np.array([s.y, -s.x, s.z, -s.roll, -s.pitch, -s.yaw], dtype=np.float32)
+        motion = self._motion(s)
+        if motion is None:
+            return None  # hold: an unusable reading is never a command
         motion[np.abs(motion) < self._deadzone] = 0.0
         buttons = list(getattr(s, "buttons", []))
         pressed = any(buttons)
@@ -77,6 +93,18 @@ class SpaceMouseTeleop:
             return None
         action: F32 = np.clip(np.concatenate([motion, [self._gripper]]), -1.0, 1.0).astype(np.float32)
         return action
+
+    def _motion(self, s: Any) -> npt.NDArray[np.float64] | None:
+        """The six axes as motion, or None (counted, logged once) when a value is not a finite number."""
+        try:
+            motion = np.array([s.y, -s.x, s.z, -s.roll, -s.pitch, -s.yaw], dtype=np.float64)
+        except (TypeError, ValueError, AttributeError) as exc:
+            self.refused.refuse("unreadable axis values", f"a SpaceMouse reading: {exc}")
+            return None
+        if not np.all(np.isfinite(motion)):
+            self.refused.refuse("non-finite axis value", f"a SpaceMouse reading {motion.tolist()}: held")
+            return None
+        return motion
 
     def close(self) -> None:
         self._lib.close()
@@ -130,6 +158,7 @@ class EvdevPedal:
             raise DeviceError(f"cannot open the foot pedal at {path}: {exc.strerror or exc}") from exc
         self._ecodes: Any = evdev.ecodes
         self.path = path
+        self.refused = Refusals(_log, level=logging.WARNING)
 
     def poll(self) -> list[PedalPress]:
         presses: list[PedalPress] = []
@@ -141,9 +170,28 @@ class EvdevPedal:
             if event is None:
                 return presses
             if event.type == self._ecodes.EV_KEY and event.value == 1:  # key down
-                name = self._ecodes.KEY.get(event.code, f"KEY_{event.code}")
-                key = name[0] if isinstance(name, list) else str(name)
-                presses.append(PedalPress(key, int(event.timestamp() * 1e9)))
+                presses.append(PedalPress(self._key(event.code), self._stamp_ns(event)))
+
+    def _key(self, code: int) -> str:
+        name = self._ecodes.KEY.get(code)
+        if isinstance(name, list | tuple):  # codes with several names: the first
+            name = name[0] if name else None
+        return str(name) if name else f"KEY_{code}"
+
+    def _stamp_ns(self, event: Any) -> int:
+        """The press's wall-clock stamp, or the time now when the device's is unusable (counted, logged once)."""
+        try:
+            seconds = float(event.timestamp())
+        except (TypeError, ValueError, OverflowError) as exc:
+            self.refused.refuse("unusable event timestamp", f"the stamp of a press on {self.path} ({exc})")
+            return time.time_ns()
+        stamp = seconds * 1e9
+        if not math.isfinite(stamp) or not 0 <= stamp <= MAX_STAMP_NS:
+            self.refused.refuse(
+                "unusable event timestamp", f"the stamp {seconds!r} s of a press on {self.path}: the wall clock instead"
+            )
+            return time.time_ns()
+        return int(stamp)
 
     def close(self) -> None:
         self._device.close()

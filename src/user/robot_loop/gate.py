@@ -72,6 +72,12 @@ class ActionGate:
         self.stale_policy_actions = 0  # dropped because they belonged to an earlier episode
         self.policy_version = 0  # latest policy version seen
 
+    @property
+    def interventions_received(self) -> int:
+        """Intervention messages fed so far."""
+        with self._cond:
+            return self._interventions
+
     def start_episode(self, episode_id: int) -> None:
         """Forget the last policy action (it was for the previous episode) and drop older tags from now on."""
         with self._cond:

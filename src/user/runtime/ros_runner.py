@@ -3,7 +3,8 @@
 The node gets its own rclpy context (so rclpy installs no signal handlers of its own) spun on a
 background thread; SIGINT/SIGTERM are handled exactly as on the Zenoh runtime (`user.runtime.runner`): the
 node is destroyed while its bus still works, within the allowance the launcher passes in
-`USER_SHUTDOWN_DEADLINE_S`, then the executor and context are shut down.
+`USER_SHUTDOWN_DEADLINE_S`, then the executor and context are shut down. Exit codes and the status line are
+those of `user.runtime.status` (a bad setting: 2, never respawned by the launch file).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import sys
 
 from user.runtime.kinds import UnknownNodeKindError, load_kind
 from user.runtime.logs import setup_logging
-from user.runtime.runner import EXIT_STARTUP_FAILED, StopSignal, serve
+from user.runtime.runner import StopSignal, refuse_start, serve
+from user.runtime.status import CONFIG_ERROR, EXIT_CONFIG_ERROR, EXIT_FAILED, FAILED, STARTING, write_status
 
 _log = logging.getLogger("user.ros_runner")
 
@@ -33,13 +35,20 @@ def run_ros_node(argv: list[str]) -> int:
     from user.bus.ros_types import RosUnavailableError
 
     stop = StopSignal()
+    write_status(STARTING)
     try:
         kind, ros_args = split_kind(argv)
         load_kind(kind)
+    except (UnknownNodeKindError, ImportError) as exc:  # RosUnavailableError is an ImportError
+        return refuse_start(stop.name, (CONFIG_ERROR, EXIT_CONFIG_ERROR), str(exc), stop)
+    stop.name = kind
+    try:
         runtime = RosRuntime(kind, args=ros_args)
-    except (UnknownNodeKindError, RosUnavailableError) as exc:
-        _log.error("%s", exc)
-        return EXIT_STARTUP_FAILED
+    except RosUnavailableError as exc:
+        return refuse_start(kind, (CONFIG_ERROR, EXIT_CONFIG_ERROR), str(exc), stop)
+    except Exception as exc:  # rcl refused to start (a bad --ros-args, no DDS): one line, not a traceback
+        return refuse_start(kind, (FAILED, EXIT_FAILED), f"{type(exc).__name__}: {exc}", stop)
+    stop.name = runtime.bus.name
     return serve(runtime.bus.name, kind, runtime.bus, runtime.close, stop)
 
 

@@ -1,11 +1,22 @@
-"""Run one node in this process until SIGINT/SIGTERM, then shut it down within a deadline."""
+"""Run one node in this process until SIGINT/SIGTERM, then shut it down within a deadline.
+
+Signals: the first SIGINT or SIGTERM starts the shutdown, and from that moment on the process has its deadline
+(`$USER_SHUTDOWN_DEADLINE_S`, the launcher's allowance minus a margin), even while the node is still being
+imported or built: past it, the process exits anyway (code 3). A signal that comes while the node is starting
+stops it before it is built. A further SIGINT is ignored (the terminal and ros2 launch may both send one); a
+SIGTERM after the first signal is the launcher giving up on the node, and the process exits at once (code 3).
+
+What the process tells its launcher (exit code, status line) is in `user.runtime.status`.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -14,53 +25,119 @@ from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings
 from user.config.strict import ConfigError
 from user.runtime.kinds import UnknownNodeKindError, load_kind
+from user.runtime.status import (
+    CONFIG_ERROR,
+    EXIT_CONFIG_ERROR,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SHUTDOWN_TIMEOUT,
+    EXIT_UNAVAILABLE,
+    FAILED,
+    RUNNING,
+    STARTING,
+    write_status,
+)
 
 SHUTDOWN_DEADLINE_S = 4.5  # past this the process exits anyway (launchers allow 5 s)
-ENV_SHUTDOWN_DEADLINE = "USER_SHUTDOWN_DEADLINE_S"  # set by `user bringup` from the node's shutdown_timeout_s
+ENV_SHUTDOWN_DEADLINE = "USER_SHUTDOWN_DEADLINE_S"  # set by both launchers from the node's shutdown_timeout_s
+WATCH_POLL_S = 1.0  # the shutdown watchdog's longest wait for a signal
+WAIT_POLL_S = 0.5  # how often the main thread looks for a signal
+
+EXIT_STARTUP_FAILED = EXIT_CONFIG_ERROR  # `user node` with a bad command line: a configuration error
+
+# what a failure while starting tells the launcher: (status state, exit code)
+_CONFIG = (CONFIG_ERROR, EXIT_CONFIG_ERROR)  # restarting cannot help
+_UNAVAILABLE = (FAILED, EXIT_UNAVAILABLE)  # may work on a restart
+_FAILED = (FAILED, EXIT_FAILED)
+
+_log = logging.getLogger("user.runner")
+
+
+def _noticed(_signum: int, _frame: Any) -> None:
+    """The Python-level handler of SIGINT/SIGTERM: nothing to do, `StopSignal`'s watchdog acts on the signal."""
 
 
 def shutdown_deadline_s() -> float:
-    """How long `destroy` may take: the launcher's allowance minus a margin, or the default."""
+    """How long the shutdown may take: the launcher's allowance minus a margin, or the default."""
     try:
         return float(os.environ.get(ENV_SHUTDOWN_DEADLINE, SHUTDOWN_DEADLINE_S))
     except ValueError:
         return SHUTDOWN_DEADLINE_S
 
 
-EXIT_OK = 0
-EXIT_STARTUP_FAILED = 2
-EXIT_SHUTDOWN_TIMEOUT = 3
-
-_log = logging.getLogger("user.runner")
-
-
 class StopSignal:
-    """An event set by SIGINT or SIGTERM (installed on the main thread)."""
+    """`event` is set by the first SIGINT or SIGTERM; the watchdog then ends the process when the shutdown takes
+    longer than `deadline_s`, and at once on a SIGTERM after that first signal. Install on the main thread.
 
-    def __init__(self) -> None:
+    The watchdog thread reads the signals from Python's wakeup fd (`signal.set_wakeup_fd`) and acts on them itself:
+    a Python-level handler runs only when the main thread is back in Python code, and a signal delivered to another
+    thread does not interrupt a main thread blocked in a long call (a constructor or a `destroy` that hangs), which
+    would then never see the SIGTERM meant to end it."""
+
+    def __init__(self, name: str = "node", deadline_s: float | None = None) -> None:
+        self.name = name
+        self.deadline_s = shutdown_deadline_s() if deadline_s is None else deadline_s
         self.event = threading.Event()
+        self.finished = threading.Event()
         self.signum: int | None = None
+        self._signals, wakeup = os.pipe()
+        os.set_blocking(wakeup, False)
+        signal.set_wakeup_fd(wakeup, warn_on_full_buffer=False)
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._handle)
+            signal.signal(sig, _noticed)  # Python's own C handler writes the signal to the wakeup fd
+        threading.Thread(target=self._watch, name="shutdown-watchdog", daemon=True).start()
 
-    def _handle(self, signum: int, _frame: Any) -> None:
-        self.signum = signum
-        self.event.set()
+    def _watch(self) -> None:
+        stop_by: float | None = None  # the shutdown's deadline, from the first signal
+        while not self.finished.is_set():
+            timeout = WATCH_POLL_S if stop_by is None else max(0.0, min(WATCH_POLL_S, stop_by - time.monotonic()))
+            readable, _, _ = select.select([self._signals], [], [], timeout)
+            for signum in os.read(self._signals, 64) if readable else b"":
+                if signum not in (signal.SIGINT, signal.SIGTERM):
+                    continue
+                if stop_by is None:
+                    self.signum = signum
+                    stop_by = time.monotonic() + self.deadline_s
+                    self.event.set()
+                elif signum == signal.SIGTERM and not self.finished.is_set():  # the launcher's allowance is over
+                    _log.error("node %s got SIGTERM while shutting down; exiting now", self.name)
+                    os._exit(EXIT_SHUTDOWN_TIMEOUT)
+            if stop_by is not None and time.monotonic() >= stop_by and not self.finished.is_set():
+                _log.error("node %s did not shut down within %.1f s; exiting anyway", self.name, self.deadline_s)
+                os._exit(EXIT_SHUTDOWN_TIMEOUT)
 
     def wait(self) -> None:
-        while not self.event.wait(0.5):
+        while not self.event.wait(WAIT_POLL_S):
             pass
 
+    def done(self) -> None:
+        """The shutdown is complete: the watchdog stands down."""
+        self.finished.set()
 
-def _force_exit_after(deadline_s: float, name: str) -> threading.Timer:
-    def give_up() -> None:
-        _log.error("node %s did not shut down within %.1f s; exiting anyway", name, deadline_s)
-        os._exit(EXIT_SHUTDOWN_TIMEOUT)
 
-    timer = threading.Timer(deadline_s, give_up)
-    timer.daemon = True
-    timer.start()
-    return timer
+def refuse_start(
+    name: str, failure: tuple[str, int], reason: str, stop: StopSignal, close: Callable[[], None] | None = None
+) -> int:
+    """Log why node `name` cannot start (one line), write it as its status, release what was opened; the exit code."""
+    state, code = failure
+    _log.error("node %s: %s", name, reason)
+    write_status(state, reason)
+    try:
+        if close is not None:
+            close()
+    finally:
+        stop.done()
+    return code
+
+
+def _stopped_while_starting(name: str, stop: StopSignal, close: Callable[[], None] | None = None) -> int:
+    _log.info("node %s stopped while starting (signal %s)", name, stop.signum)
+    try:
+        if close is not None:
+            close()
+    finally:
+        stop.done()
+    return EXIT_OK
 
 
 def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopSignal) -> int:
@@ -68,31 +145,43 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
 
     Both runtimes end here: the bus stays open while the node is destroyed (a final checkpoint or message
     still goes out), and `close` (bus, executor, session) runs last."""
+    if stop.event.is_set():
+        return _stopped_while_starting(name, stop, close)
     try:
         node = load_kind(kind)(bus)
-    except ConfigError as exc:
-        _log.error("node %s: %s", name, exc)
-        close()
-        return EXIT_STARTUP_FAILED
+    except (ConfigError, ImportError) as exc:  # a bad setting, a missing dependency: the same start fails again
+        return refuse_start(name, _CONFIG, str(exc), stop, close)
+    except BusError as exc:
+        return refuse_start(name, _UNAVAILABLE, str(exc), stop, close)
+    except Exception as exc:
+        _log.exception("node %s failed while starting", name)
+        return refuse_start(name, _FAILED, f"{type(exc).__name__}: {exc}", stop, close)
+    write_status(RUNNING)
     _log.info("node %s (%s) running", name, kind)
     stop.wait()
-    watchdog = _force_exit_after(shutdown_deadline_s(), name)
     _log.info("node %s shutting down (signal %s)", name, stop.signum)
     try:
         node.destroy()
     finally:
-        close()
-        watchdog.cancel()
+        try:
+            close()
+        finally:
+            stop.done()
     return EXIT_OK
 
 
 def run_node(kind: str, name: str, parameters: Mapping[str, Any], settings: ZenohSettings) -> int:
     """Start node `kind` as `name` on the Zenoh runtime; returns the process exit code."""
-    stop = StopSignal()
+    stop = StopSignal(name)
+    write_status(STARTING)
     try:
         load_kind(kind)
+    except (UnknownNodeKindError, ImportError) as exc:
+        return refuse_start(name, _CONFIG, str(exc), stop)
+    if stop.event.is_set():
+        return _stopped_while_starting(name, stop)
+    try:
         bus = ZenohBus(name, settings, parameters)
-    except (UnknownNodeKindError, BusError) as exc:
-        _log.error("%s", exc)
-        return EXIT_STARTUP_FAILED
+    except BusError as exc:
+        return refuse_start(name, _UNAVAILABLE, str(exc), stop)
     return serve(name, kind, bus, bus.close, stop)

@@ -7,8 +7,9 @@ Payload of one version (what the CRC-32 and `total_bytes` cover)::
 The JSON header holds the `WeightSpec` (names, shapes) and the element count, so a receiver rebuilds
 `FlatWeights` from the payload alone; the tensor dtype travels in every chunk's `dtype` field. The
 payload is cut into parts of at most `chunk_size` bytes; part `index` of `count` carries bytes
-`[index * chunk_size, ...)`. An `Assembler` collects the parts of one version and yields `FlatWeights`
-only when all arrived, sizes add up and the checksum matches.
+`[index * chunk_size, ...)`; the chunk's header.frame_id names its publisher (the learner id). An
+`Assembler` collects the parts of one version and yields `FlatWeights` only when all arrived, sizes add up,
+the checksum matches, the layout is the expected one and every value is finite.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 
 from user.interfaces.codec import Codec
 from user.interfaces.stamps import header
+from user.interfaces.validate import InvalidMessageError, check_weights
 from user.policies.base import FlatWeights, WeightSpec
 from user.sync.errors import ChecksumError, ChunkError, PayloadError
 
@@ -65,6 +67,7 @@ class Chunk:
     crc32: int
     dtype: str
     data: bytes = field(repr=False)
+    publisher: str = ""  # who sent it (the learner id, carried as header.frame_id); empty: not named
 
 
 # ---- payload ------------------------------------------------------------------------------------
@@ -130,8 +133,10 @@ def chunk_count(size: int, chunk_size: int) -> int:
     return max(1, -(-size // chunk_size))
 
 
-def split_weights(weights: FlatWeights, policy_id: str, chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Chunk]:
-    """All chunks of one version, in order."""
+def split_weights(
+    weights: FlatWeights, policy_id: str, chunk_size: int = DEFAULT_CHUNK_SIZE, publisher: str = ""
+) -> list[Chunk]:
+    """All chunks of one version, in order, naming `publisher`."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1 byte, got {chunk_size}")
     if weights.version < 0:
@@ -141,7 +146,9 @@ def split_weights(weights: FlatWeights, policy_id: str, chunk_size: int = DEFAUL
     count = chunk_count(len(payload), chunk_size)
     size = len(payload)
     parts = [payload[i * chunk_size : (i + 1) * chunk_size] for i in range(count)]
-    return [Chunk(policy_id, weights.version, i, count, size, crc, name, part) for i, part in enumerate(parts)]
+    return [
+        Chunk(policy_id, weights.version, i, count, size, crc, name, part, publisher) for i, part in enumerate(parts)
+    ]
 
 
 def join_payload(chunks: list[Chunk]) -> FlatWeights:
@@ -160,7 +167,7 @@ def join_payload(chunks: list[Chunk]) -> FlatWeights:
 def chunk_to_msg(chunk: Chunk, codec: Codec, stamp_ns: int) -> Any:
     """user/msg/WeightChunk for `chunk`."""
     return codec.msg_class(MSG_TYPE)(
-        header=header(stamp_ns, "", codec),
+        header=header(stamp_ns, chunk.publisher, codec),
         policy_id=chunk.policy_id,
         version=chunk.version,
         index=chunk.index,
@@ -183,6 +190,7 @@ def chunk_from_msg(msg: Any) -> Chunk:
         int(msg.crc32),
         str(msg.dtype),
         np.asarray(msg.data, dtype=np.uint8).tobytes(),
+        str(msg.header.frame_id),
     )
 
 
@@ -198,11 +206,12 @@ class _Pending:
         self.total_bytes = first.total_bytes
         self.crc32 = first.crc32
         self.dtype = first.dtype
+        self.publisher = first.publisher
         self.parts: dict[int, bytes] = {}
         self.received_bytes = 0
 
     def mismatch(self, chunk: Chunk) -> str | None:
-        for name in ("count", "total_bytes", "crc32", "dtype"):
+        for name in ("count", "total_bytes", "crc32", "dtype", "publisher"):
             if getattr(chunk, name) != getattr(self, name):
                 return f"{name} {getattr(chunk, name)!r} differs from {getattr(self, name)!r} of earlier chunks"
         return None
@@ -211,49 +220,75 @@ class _Pending:
 class Assembler:
     """Collects the chunks of one policy's versions and yields each complete, verified version once.
 
-    Duplicates and out-of-order arrival are tolerated; a chunk of a newer version drops an unfinished
-    older one; chunks of a version at or below the newest completed one are ignored. A chunk that does
-    not fit its version raises `ChunkError` (and is not kept); a complete version whose CRC or sizes do
-    not match raises `ChecksumError`/`PayloadError` and is dropped. Not thread-safe: one caller.
+    A version is yielded only whole, with a matching checksum, parsing, of the `spec` layout (when given) and
+    with every value finite; `completed_version`, below which chunks are ignored, moves only to such a version.
+    A version that fails any check is dropped, raising `ChunkError`/`ChecksumError`/`PayloadError`, and blocks
+    nothing: a later real version still gets through. With `publisher` set, only chunks naming that publisher
+    (the learner id in header.frame_id) are taken; a version's chunks must all name the same one.
+
+    Duplicates and out-of-order arrival are tolerated. Two versions assemble at once: the newest seen (a newer
+    one drops it unfinished, as a late joiner's first chunks may be an older version's tail) and the newest
+    below it, so that a stalled or forged version with a higher number never holds real ones back. Not
+    thread-safe: one caller.
     """
 
-    def __init__(self, policy_id: str) -> None:
+    def __init__(self, policy_id: str, spec: WeightSpec | None = None, publisher: str = "") -> None:
         self.policy_id = policy_id
+        self.spec = spec
+        self.publisher = publisher
         self.completed_version = -1  # newest version yielded; older chunks are ignored
         self.dropped_versions = 0  # unfinished versions superseded by a newer one
-        self._pending: _Pending | None = None
+        self._slots: list[_Pending] = []  # at most two, highest version first
 
     @property
     def pending_version(self) -> int | None:
-        return None if self._pending is None else self._pending.version
+        """The highest version being assembled, if any."""
+        return self._slots[0].version if self._slots else None
 
     def add(self, chunk: Chunk) -> FlatWeights | None:
         """Take one chunk; returns the version's FlatWeights when this chunk completed it."""
         self._check_alone(chunk)
         if chunk.version <= self.completed_version:
             return None
-        pending = self._pending
-        if pending is not None and chunk.version < pending.version:
-            return None  # late chunk of an older version
-        if pending is not None and chunk.version > pending.version:
-            _log.warning(
-                "policy %r: version %d superseded by %d with %d/%d chunks received; dropped",
-                self.policy_id,
-                pending.version,
-                chunk.version,
-                len(pending.parts),
-                pending.count,
-            )
-            self.dropped_versions += 1
-            pending = None
-        if pending is None:
-            pending = self._pending = _Pending(chunk)
-        return self._store(pending, chunk)
+        pending = self._slot_for(chunk)
+        return None if pending is None else self._store(pending, chunk)
+
+    def rewind(self, version: int) -> None:
+        """Versions above `version` count as not received (e.g. one the policy could not take): a resend of
+        them is assembled again."""
+        self.completed_version = min(self.completed_version, version)
+
+    def _slot_for(self, chunk: Chunk) -> _Pending | None:
+        """The pending version `chunk` belongs to, started when it is new and may assemble; None: too old."""
+        for i, pending in enumerate(self._slots):
+            if chunk.version == pending.version:
+                return pending
+            if chunk.version > pending.version:
+                self._drop(pending, chunk.version)
+                self._slots[i] = _Pending(chunk)
+                return self._slots[i]
+        if len(self._slots) < 2:
+            self._slots.append(_Pending(chunk))
+            return self._slots[-1]
+        return None  # a late chunk of a version older than both being assembled
+
+    def _drop(self, pending: _Pending, newer: int) -> None:
+        _log.warning(
+            "policy %r: version %d superseded by %d with %d/%d chunks received; dropped",
+            self.policy_id,
+            pending.version,
+            newer,
+            len(pending.parts),
+            pending.count,
+        )
+        self.dropped_versions += 1
 
     def _check_alone(self, chunk: Chunk) -> None:
         """What one chunk must satisfy by itself."""
         if chunk.policy_id != self.policy_id:
             self._reject(chunk, f"belongs to policy {chunk.policy_id!r}")
+        if self.publisher and chunk.publisher != self.publisher:
+            self._reject(chunk, f"published by {chunk.publisher[:40]!r}, not by {self.publisher!r}")
         if chunk.count < 1 or not 0 <= chunk.index < chunk.count:
             self._reject(chunk, f"index {chunk.index} out of range for count {chunk.count}")
         if len(chunk.data) > chunk.total_bytes:
@@ -276,10 +311,16 @@ class Assembler:
         pending.received_bytes += len(chunk.data)
         if len(pending.parts) < pending.count:
             return None
-        self._pending = None
-        return self._finish(pending)
+        self._slots.remove(pending)
+        weights = self._finish(pending)
+        self.completed_version = weights.version
+        for older in [p for p in self._slots if p.version < weights.version]:
+            self._slots.remove(older)
+            self._drop(older, weights.version)
+        return weights
 
     def _finish(self, pending: _Pending) -> FlatWeights:
+        """The version's weights, checked whole; raises (and the version is gone) when they are not usable."""
         payload = b"".join(pending.parts[i] for i in range(pending.count))
         last = pending.count - 1
         if len(payload) != pending.total_bytes:
@@ -292,7 +333,11 @@ class Assembler:
                 self.policy_id, pending.version, last, f"CRC-32 {crc:#010x} does not match {pending.crc32:#010x}"
             )
         weights = decode_payload(payload, pending.dtype, pending.version)
-        self.completed_version = pending.version
+        expected = None if self.spec is None else (self.spec.names, self.spec.shapes)
+        try:
+            check_weights(weights.data, weights.spec.names, weights.spec.shapes, expected=expected)
+        except InvalidMessageError as exc:
+            raise PayloadError(f"weights of policy {self.policy_id!r} version {pending.version}: {exc}") from exc
         return weights
 
     def _reject(self, chunk: Chunk, reason: str) -> NoReturn:

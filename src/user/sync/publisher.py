@@ -1,7 +1,9 @@
 """`WeightPublisher`: the learner side of weight synchronisation.
 
 Every `every_k_updates` learner updates (or on demand) the policy's actor weights are cast to the wire
-dtype, stamped with the next version and published as WeightChunk messages on one RELIABLE topic.
+dtype, stamped with the next version and published as WeightChunk messages on one RELIABLE topic, each
+naming the publisher (`publisher`, the learner id) in its header.frame_id. Weights that are not all finite
+are never published.
 
 Late joiners: the topic is LATCHED (transient local) with a history depth of exactly one version's chunk
 count. A policy's payload size is fixed by its WeightSpec and the wire dtype, so every version has the
@@ -29,7 +31,8 @@ import torch
 
 from user.bus.base import QoS
 from user.interfaces.stamps import now_ns
-from user.policies.base import Policy
+from user.interfaces.validate import InvalidMessageError, check_weights
+from user.policies.base import FlatWeights, Policy
 from user.runtime.node import Node, TypedPublisher
 from user.sync.chunking import (
     DEFAULT_CHUNK_SIZE,
@@ -41,6 +44,7 @@ from user.sync.chunking import (
     payload_size,
     split_weights,
 )
+from user.sync.errors import PayloadError
 
 _log = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ class WeightPublisher:
         dtype: torch.dtype | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         min_resend_interval_s: float = 0.5,
+        publisher: str = "",
     ) -> None:
         if every_k_updates is not None and every_k_updates < 1:
             raise ValueError(f"every_k_updates must be at least 1, got {every_k_updates}")
@@ -73,6 +78,7 @@ class WeightPublisher:
             raise ValueError(f"chunk_size must be at least 1 byte, got {chunk_size}")
         self.policy = policy
         self.policy_id = policy_id
+        self.publisher = publisher  # named in every chunk (header.frame_id): subscribers may accept only this one
         self.every_k_updates = every_k_updates
         self.chunk_size = chunk_size
         self.dtype = dtype if dtype is not None else policy.get_weights().data.dtype
@@ -104,13 +110,25 @@ class WeightPublisher:
         return self.publish_now() if due else None
 
     def publish_now(self) -> int:
-        """Publish the current weights as the next version now; returns that version."""
+        """Publish the current weights as the next version now; returns that version.
+
+        Weights with a value that is not finite in the wire dtype (a diverged update, or a value beyond
+        float16's range) are not published: `PayloadError` naming the parameter, and the version stays (the
+        newest published version is still the one late joiners and resend requests get)."""
         with self._lock:
             version = max(self.version, self.policy.version) + 1
-            self.policy.version = version  # the learner's policy carries the version it published last
             weights = self.policy.get_weights(self.dtype)
-            chunks = split_weights(weights, self.policy_id, self.chunk_size)
+            spec = weights.spec
+            try:
+                check_weights(weights.data, spec.names, spec.shapes)
+            except InvalidMessageError as exc:
+                raise PayloadError(
+                    f"weights of policy {self.policy_id!r} version {version} not published: {exc}"
+                ) from exc
+            weights = FlatWeights(weights.data, spec, version)
+            chunks = split_weights(weights, self.policy_id, self.chunk_size, self.publisher)
             self._send(chunks)
+            self.policy.version = version  # the learner's policy carries the version it published last
             self._latest = chunks
             self.version = version
         _log.info(

@@ -2,8 +2,11 @@
 
 Chunks are assembled on the bus thread; a complete, verified version is either applied at once
 (`apply="immediate"`) or held until the rollout calls `at_episode_boundary()` (the default, as in the
-paper: an episode never mixes two policies). Rejected chunks and versions are logged, counted and never
-applied; the policy keeps acting with the weights it has.
+paper: an episode never mixes two policies). A version is taken only whole, checksummed, of the local
+policy's layout, with every value finite and, when `publisher` is set, from that publisher (see
+`Assembler`). Rejected chunks and versions are counted, logged once per cause (rate-limited, see
+`user.interfaces.refusals`) and never applied; the policy keeps acting with the weights it has, and a
+rejected version, whatever its number, holds no later version back.
 
 Every `resend_period_s` the subscriber asks the publisher to re-publish its newest version while it has
 received none yet, or while a version has stalled incomplete for that long (see `user.sync.publisher`).
@@ -17,6 +20,8 @@ import time
 from typing import Any, Literal
 
 from user.bus.base import Handle, QoS
+from user.interfaces.refusals import Refusals
+from user.interfaces.validate import InvalidMessageError
 from user.policies.base import FlatWeights, Policy, PolicyError
 from user.runtime.node import Node
 from user.sync.chunking import (
@@ -28,7 +33,7 @@ from user.sync.chunking import (
     chunk_from_msg,
     payload_size,
 )
-from user.sync.errors import WeightSyncError
+from user.sync.errors import ChunkError, WeightSyncError
 from user.sync.publisher import REQUEST_TYPE, resend_topic
 
 _log = logging.getLogger(__name__)
@@ -54,15 +59,17 @@ class WeightSubscriber:
         apply: ApplyMode = "episode_boundary",
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         resend_period_s: float = 1.0,
+        publisher: str = "",
     ) -> None:
         if apply not in _MODES:
             raise ValueError(f"apply must be one of {_MODES}, got {apply!r}")
         self.policy = policy
         self.policy_id = policy_id
         self.apply_mode: ApplyMode = apply
-        self.rejected = 0  # chunks or versions rejected (bad chunk, checksum, wrong layout)
+        self.rejected = 0  # chunks or versions rejected (bad chunk, checksum, layout, not finite, publisher)
         self.received_versions = 0  # complete, verified versions
-        self._assembler = Assembler(policy_id)
+        self._assembler = Assembler(policy_id, policy.weight_spec, publisher)
+        self.refusals = Refusals(_log)
         self.resend_requests = 0  # times this subscriber asked for the newest version again
         self._pending: FlatWeights | None = None
         self._last_chunk = time.monotonic()
@@ -128,7 +135,8 @@ class WeightSubscriber:
 
     def _tick(self) -> None:
         """Timer: ask for a resend while no version arrived yet or the pending one stalled."""
-        stalled = self._assembler.pending_version is not None
+        with self._changed:
+            stalled = self._assembler.pending_version is not None
         waiting = self.received_versions == 0 or stalled
         if waiting and time.monotonic() - self._last_chunk >= self._resend_period_s:
             self.resend_requests += 1
@@ -139,41 +147,50 @@ class WeightSubscriber:
         if msg.policy_id != self.policy_id:
             return
         self._last_chunk = time.monotonic()
-        try:
-            weights = self._assembler.add(chunk_from_msg(msg))
-        except WeightSyncError as exc:
-            with self._changed:
-                self.rejected += 1
-            _log.warning("rejected weights: %s", exc)
-            return
-        if weights is None:
-            return
-        if weights.spec != self.policy.weight_spec:
-            with self._changed:
-                self.rejected += 1
-            _log.error(
-                "weights of policy %r version %d do not fit the local policy (parameter names or shapes differ)",
-                self.policy_id,
-                weights.version,
-            )
-            return
         with self._changed:
+            try:
+                weights = self._assembler.add(chunk_from_msg(msg))
+            except WeightSyncError as exc:
+                self.rejected += 1
+                self.refusals.refuse(_cause(exc), f"weights: {exc}", _level(exc))
+                return
+            if weights is None:
+                return
             self.received_versions += 1
+            _log.info("received weights of policy %r version %d", self.policy_id, weights.version)
             if self.apply_mode == "immediate":
                 self._apply(weights)
             else:
                 self._pending = weights
                 self._changed.notify_all()
-            _log.info("received weights of policy %r version %d", self.policy_id, weights.version)
 
     def _apply(self, weights: FlatWeights) -> bool:
-        """Load `weights` into the policy; the caller holds the lock."""
+        """Load `weights` into the policy; the caller holds the lock. Weights the policy cannot take count as not
+        received: the version in use stays, and a resend of theirs is assembled again."""
         try:
             self.policy.load_weights(weights)
         except PolicyError as exc:
             self.rejected += 1
-            _log.error("could not apply weights of policy %r version %d: %s", self.policy_id, weights.version, exc)
+            self._assembler.rewind(self.policy.version)
+            self.refusals.refuse(
+                "apply",
+                f"weights: could not apply weights of policy {self.policy_id!r} version {weights.version}: {exc}",
+            )
             return False
         self._changed.notify_all()
         _log.info("policy %r now acts with weights version %d", self.policy_id, weights.version)
         return True
+
+
+def _cause(exc: WeightSyncError) -> str:
+    """The refusal's cause, for counting: what the checks of the weights named, else the kind of error."""
+    if isinstance(exc.__cause__, InvalidMessageError):
+        return exc.__cause__.cause
+    if isinstance(exc, ChunkError) and exc.reason.startswith("published by"):
+        return "weights publisher"
+    return type(exc).__name__
+
+
+def _level(exc: WeightSyncError) -> int:
+    """Damage on the way (a lost or garbled chunk) is a warning; weights that are whole yet unusable an error."""
+    return logging.ERROR if isinstance(exc.__cause__, InvalidMessageError) else logging.WARNING

@@ -1,0 +1,98 @@
+"""What one stored episode becomes: the messages a segment holds for it and the index rows that find them.
+
+In the segment, an EpisodeEvent START, the transitions, an EpisodeEvent END (log times: the steps' wall
+times); in the index, one row per transition at its position and one episode row with its aggregates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from user.buffer.rows import EpisodeRow, TransitionRow
+from user.buffer.segments import EVENT_TOPIC, TRANSITION_TOPIC, OutMessage, Position
+from user.interfaces.codec import Codec
+from user.interfaces.domain import Transition
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
+
+
+def episode_messages(
+    codec: Codec, ts: Sequence[Transition], payloads: Sequence[bytes], wall_ns: Sequence[int]
+) -> list[OutMessage]:
+    """START event, the transitions' CDR `payloads`, END event, to be written in this order."""
+    return [
+        _event(codec, ts, EpisodeKind.START, wall_ns[0]),
+        *(OutMessage(TRANSITION_TOPIC, p, w) for p, w in zip(payloads, wall_ns, strict=True)),
+        _event(codec, ts, EpisodeKind.END, wall_ns[-1]),
+    ]
+
+
+def _event(codec: Codec, ts: Sequence[Transition], kind: EpisodeKind, wall_ns: int) -> OutMessage:
+    first, end = ts[0], kind == EpisodeKind.END
+    event = EpisodeEvent(
+        robot_id=first.robot_id,
+        task=first.task,
+        episode_id=first.episode_id,
+        kind=kind,
+        stamp_ns=wall_ns,
+        success=end and any(t.success for t in ts),
+        steps=len(ts) if end else 0,
+        episode_return=float(sum(t.reward for t in ts)) if end else 0.0,
+        interventions=sum(1 for t in ts if t.action.intervened) if end else 0,
+        policy_version=ts[-1].action.policy_version if end else first.action.policy_version,
+    )
+    return OutMessage(EVENT_TOPIC, codec.encode(episode_event_to_msg(event, codec)), wall_ns)
+
+
+def index_rows(
+    ts: Sequence[Transition],
+    wall_ns: Sequence[int],
+    positions: Sequence[Position],
+    *,
+    segment_id: int,
+    first: int,
+    number: int,
+) -> tuple[EpisodeRow, list[TransitionRow]]:
+    """The index rows of episode `number` (transitions numbered from `first`) written at `positions` of segment
+    `segment_id` (START event, transitions, END event)."""
+    rows = [
+        TransitionRow(
+            index=first + k,
+            segment_id=segment_id,
+            offset=pos.offset,
+            length=pos.length,
+            episode=number,
+            robot_id=t.robot_id,
+            task=t.task,
+            episode_id=t.episode_id,
+            step=t.step,
+            policy_version=t.action.policy_version,
+            wall_ns=wall_ns[k],
+            sim_ns=t.stamp_ns,
+            reward=float(t.reward),
+            terminated=t.terminated,
+            truncated=t.truncated,
+            intervened=t.action.intervened,
+            is_demo=t.is_demo,
+            success=t.success,
+        )
+        for k, (t, pos) in enumerate(zip(ts, positions[1:-1], strict=True))
+    ]
+    episode = EpisodeRow(
+        episode=number,
+        segment_id=segment_id,
+        robot_id=ts[0].robot_id,
+        task=ts[0].task,
+        episode_id=ts[0].episode_id,
+        steps=len(ts),
+        first_index=first,
+        success=any(t.success for t in ts),
+        episode_return=float(sum(t.reward for t in ts)),
+        interventions=sum(1 for t in ts if t.action.intervened),
+        is_demo=all(t.is_demo for t in ts),
+        policy_version=max(t.action.policy_version for t in ts),
+        start_wall_ns=wall_ns[0],
+        end_wall_ns=wall_ns[-1],
+        start_event=positions[0],
+        end_event=positions[-1],
+    )
+    return episode, rows
