@@ -8,8 +8,9 @@ observations, actions and rewarded transitions, and the learner's stats. For eac
 
 - detected in: kill -9, until `user bringup` reports the exit; SIGSTOP, until the probe sees the first symptom
   (the robot holds, or the node's own output stops), "-" when nothing visible happened;
-- recovered in: until the node's work is seen again (robot: a new step; learner: a stats message; rollout: an
-  action; reward: a rewarded transition; expert/monitor/router: the process back (respawned, or continued));
+- recovered in: from the kill, or from the SIGCONT that ends a freeze, until the node's work is seen again
+  (robot: a new step; learner: a stats message; rollout: an action; reward: a rewarded transition;
+  expert/monitor/router: the process back, respawned or continued);
 - robots held: seconds of held control periods (republished observations) of all robots, from the fault until
   recovery plus a settle time;
 - episodes lost / duplicated: episodes the robots completed (END events) whose end fell in this fault's slot and
@@ -150,11 +151,11 @@ class FaultRun:
         config.write_text(yaml.safe_dump(self.dep, sort_keys=False))
         self.bringup = Bringup(config, self.run_dir, workdir / "bringup.log")
         self.probe: Probe | None = None
-        self._endpoint = endpoint
+        self.endpoint = endpoint
 
     def start(self, demos: int) -> Probe:
         wait_for(lambda: "started learner" in self.log(), 120.0, self.bringup.alive, "the deployment to start")
-        self.probe = Probe(ZenohBus("bench_faults_probe", ZenohSettings(router=[self._endpoint])), self.robots)
+        self.probe = Probe(ZenohBus("bench_faults_probe", ZenohSettings(router=[self.endpoint])), self.robots)
         probe = self.probe
         wait_for(
             lambda: sum(e[2] >= demos for e in probe.ends) >= len(self.robots), 600.0, self.bringup.alive,
@@ -267,7 +268,9 @@ def _stored_episodes(buffer_dir: Path) -> tuple[set[tuple[str, int]], list[float
     return seen, extra
 
 
-def table(outcomes: list[Outcome], summary: dict[str, Any]) -> str:
+def table(outcomes: list[Outcome], summary: dict[str, Any], freeze_s: float) -> str:
+    """The fault table (markdown). A frozen node's recovery counts from its SIGCONT, `freeze_s` after the stop."""
+
     def secs(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f} s"
 
@@ -277,7 +280,8 @@ def table(outcomes: list[Outcome], summary: dict[str, Any]) -> str:
     ]
     for o in outcomes:
         fault = "kill -9" if o.fault == "kill" else "SIGSTOP"
-        lines.append(f"| {o.node} ({o.kind}) | {fault} | {secs(o.detected_s)} | {secs(o.recovered_s)} | "
+        recovered = o.recovered_s if o.fault == "kill" or o.recovered_s is None else max(0.0, o.recovered_s - freeze_s)
+        lines.append(f"| {o.node} ({o.kind}) | {fault} | {secs(o.detected_s)} | {secs(recovered)} | "
                      f"{o.held_s:.1f} s | {o.lost} | {o.duplicated} |")  # fmt: skip
     lines.append("")
     lines.append(
@@ -311,7 +315,7 @@ def main() -> int:
     finally:
         if run.bringup.alive():
             run.bringup.stop()
-    print(table(outcomes, summary), flush=True)
+    print(table(outcomes, summary, args.freeze_s), flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps({"outcomes": [asdict(o) for o in outcomes], "summary": summary}, indent=1))
     if args.keep:

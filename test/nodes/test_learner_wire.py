@@ -243,3 +243,22 @@ def test_an_episode_event_for_another_robot_on_this_robot_s_topic_is_refused(
     events.publish(CODEC.encode(episode_event_to_msg(forged, CODEC)))
     assert wait_until(lambda: learner.refusals.total == 1, 10.0)
     assert learner.refusals.counts == {"event.robot_id names another robot": 1}
+
+
+def test_a_learner_whose_training_stopped_ends_as_failed(learner: Any) -> None:
+    """Training that stopped for good (batch after batch unreadable) is not hidden behind a live process: the node
+    fails (its runner ends the process with exit code 1 and the reason, and the launcher respawns it)."""
+    from user.learner.trainer import TrainingDataError
+
+    asked: list[str] = []
+    learner.request_stop = lambda: asked.append("stop")
+    learner.session.trainer.failed = TrainingDataError("20 batches in a row could not be read")
+    assert wait_until(lambda: learner.failure is not None, 10.0)
+    assert learner.failure == "training stopped: 20 batches in a row could not be read" and asked == ["stop"]
+
+
+def test_a_learner_whose_publication_halted_ends_as_failed(learner: Any) -> None:
+    learner.request_stop = lambda: None
+    learner.session.halted = "training diverged at update call 7: critic_loss is not finite"
+    assert wait_until(lambda: learner.failure is not None, 10.0)
+    assert learner.failure == "publication halted: training diverged at update call 7: critic_loss is not finite"

@@ -207,7 +207,8 @@ def test_estop_actions_and_interventions_are_honoured_while_a_slow_reset_runs(
 
 def test_a_restarted_robot_node_continues_its_episode_ids(make_bus: Callable[..., ZenohBus], tmp_path: Path) -> None:
     """Finding 4 (in process): with `state_dir`, a new node for the same robot continues after the ids the
-    last one used, the episode it was in the middle of included; without it, it would start at 0 again."""
+    last one used, the episode it was in the middle of included; without it, it would start at 0 again. The
+    completed episodes the first node had no receipt for are in the second one's outbox, to be re-sent."""
     robot = f"arm_{uuid.uuid4().hex[:6]}"
     params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 50.0, "max_steps": 5,
               "privileged_state": True, "state_dir": str(tmp_path / "robots")}  # fmt: skip
@@ -219,8 +220,12 @@ def test_a_restarted_robot_node_continues_its_episode_ids(make_bus: Callable[...
         first.destroy()
     used = first.loop.episode_id
     assert used is not None
+    assert first.outbox is not None
+    left = first.outbox.pending()  # completed, never acknowledged (no learner): on disk for the next node
+    assert len(left) >= 2 and used not in left
     second = RobotNode(make_bus("robot2", params))
     try:
+        assert second.outbox is not None and second.outbox.pending()[: len(left)] == left
         assert wait_until(lambda: second.loop.episode_id is not None, 20.0), second.failed
         assert second.loop.episode_id == used + 1
         assert wait_until(lambda: (second.loop.episode_id or 0) >= used + 2, 30.0), second.failed
@@ -254,3 +259,25 @@ def test_a_robot_started_e_stopped_waits_for_the_clear_instead_of_dying(
     finally:
         node.destroy()
     assert node.failed is None
+
+
+def test_a_robot_whose_control_loop_dies_ends_as_failed(
+    make_bus: Callable[..., ZenohBus], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver fault that ends the control thread must not leave a live node that never moves the arm again: the
+    node fails (its process exits 1 with the reason, and the launcher respawns it)."""
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    node = RobotNode(make_bus("robot", {"robot_id": robot, "task": "button_press", "control_rate_hz": 50.0}))
+    asked: list[str] = []
+    node.request_stop = lambda: asked.append("stop")
+
+    def broken(_reason: str) -> Any:
+        raise RuntimeError("the arm's controller stopped answering")
+
+    try:
+        monkeypatch.setattr(node.robot, "hold", broken)  # no policy yet: every period holds, and now faults
+        assert wait_until(lambda: node.failure is not None, 20.0)
+    finally:
+        node.destroy()
+    assert node.failure == "control loop stopped: RuntimeError: the arm's controller stopped answering"
+    assert asked == ["stop"] and isinstance(node.failed, RuntimeError)

@@ -269,6 +269,7 @@ class LearnerNode(Node):
         if self.session.stopped:
             return  # shutting down: the progress files are being closed
         r = self.session.report()
+        self._check_health()
         self._stats_pub.publish(
             self.codec.msg_class("user/msg/TrainingStats")(
                 header=header(now_ns(), "", self.codec),
@@ -282,6 +283,16 @@ class LearnerNode(Node):
                 values=np.asarray(list(r.values.values()), dtype=np.float32),
             )
         )
+
+    def _check_health(self) -> None:
+        """Training that stopped (unreadable data, again and again) or diverged (a loss that is not finite) ends
+        the process as failed: the launcher respawns the learner, which resumes from its last good checkpoint,
+        or reports it gone; a learner that lives on without training would hide it."""
+        failed = self.session.trainer.failed
+        if failed is not None:
+            self.fail(f"training stopped: {failed}")
+        elif self.session.halted is not None:
+            self.fail(f"publication halted: {self.session.halted}")
 
     def _on_checkpoint(self, request: Any) -> Any:
         del request

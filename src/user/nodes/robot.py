@@ -49,6 +49,7 @@ from user.robot_loop.drivers import build_driver
 from user.robot_loop.episode_ids import DurableEpisodeIds, EpisodeIdError, EpisodeIds
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.outbox import EpisodeOutbox
+from user.robot_loop.outbox_spool import OutboxSpool
 from user.robot_loop.reset_requests import ResetRequests
 from user.robots.arm import ArmRobot, EStopError
 from user.robots.estop import ESTOP_TOPIC, EStopTopic
@@ -69,7 +70,8 @@ class RobotNodeParams(DriverSpec):
     state_dir: str = setting(
         "",
         "keep the next episode id in <state_dir>/<robot_id>.episode.json, so that a restarted node continues "
-        "its ids (from the larger of this and first_episode_id); empty = every start begins at first_episode_id",
+        "its ids (from the larger of this and first_episode_id), and the outbox's unacknowledged episodes in "
+        "<state_dir>/<robot_id>.outbox/, so that it still delivers them; empty = every start begins afresh",
     )
     auto_reset: bool = setting(True, "start the next episode as soon as one ends (else wait for the reset service)")
     action_timeout_s: float = setting(1.0, "fast mode: longest wait for the policy's action for a step, s", min=0.001)
@@ -129,8 +131,10 @@ class RobotNode(Node):
         self._pub_obs = self.create_publisher(f"{ns}/observation", "user/msg/Observation", BEST_EFFORT)
         self._pub_transition = self.create_publisher(f"{ns}/transitions", "user/msg/Transition", RELIABLE)
         self.outbox: EpisodeOutbox | None = None
+        self._left_in_spool: list[tuple[int, list[Any]]] = []  # what the last run of this robot left unacknowledged
         if p.outbox_episodes > 0:  # episodes are kept until the learner's receipt; re-sent on transitions/replay
-            self.outbox = EpisodeOutbox(p.outbox_episodes, p.outbox_resend_s)
+            self.outbox = EpisodeOutbox(p.outbox_episodes, p.outbox_resend_s, spool=self._spool())
+            self.outbox.restore(self._left_in_spool)
             self._pub_replay = self.create_publisher(f"{ns}/transitions/replay", "user/msg/Transition", RELIABLE)
             self.create_subscription(f"{ns}/episode_acks", "user/msg/EpisodeAck", self._on_ack)
             self.create_timer(min(1.0, p.outbox_resend_s / 2), self._resend)
@@ -155,6 +159,23 @@ class RobotNode(Node):
         self.failed: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"{p.robot_id}-control", daemon=True)
         self._thread.start()
+
+    def _spool(self) -> OutboxSpool | None:
+        """The outbox's episodes on disk under `state_dir` (None without one); what a killed node left is loaded."""
+        p = self.params
+        if not p.state_dir:
+            return None
+        spool = OutboxSpool(
+            Path(p.state_dir) / f"{p.robot_id}.outbox",
+            lambda msg: self.codec.encode(msg, "user/msg/Transition"),
+            lambda raw: self.codec.decode(raw, "user/msg/Transition"),
+        )
+        left = spool.load()
+        if left:
+            self.log.info("outbox: %d unacknowledged episodes left by the last run of %s (%s); re-sent when the "
+                          "learner answers", len(left), p.robot_id, ", ".join(str(e) for e, _ in left))  # fmt: skip
+        self._left_in_spool = left
+        return spool
 
     def _episode_ids(self) -> EpisodeIds:
         p = self.params
@@ -241,6 +262,7 @@ class RobotNode(Node):
         except Exception as exc:
             self.failed = exc
             self.log.exception("control loop stopped: %s", exc)
+            self.fail(f"control loop stopped: {type(exc).__name__}: {exc}")  # a robot node without a loop ends
 
     def _period(self) -> None:
         if self._estop is not None:

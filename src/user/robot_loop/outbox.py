@@ -9,6 +9,9 @@ published (the transport's message objects), so a re-send is byte-for-byte the o
 
 Nothing is re-sent before the first receipt ever arrives: a deployment without an acknowledging learner
 (a plain recorder, a test) gets no re-sends and no complaints.
+
+With a spool (`user.robot_loop.outbox_spool`), each completed episode is also on disk until its receipt, and a
+restarted robot node `restore`s what the last one left, so a kill -9 of the robot loses no completed episode.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from user.robot_loop.outbox_spool import OutboxSpool
 
 _log = logging.getLogger("user.robot_loop.outbox")
 
@@ -36,13 +41,18 @@ class EpisodeOutbox:
     """Thread-safe: the control thread adds, the bus thread acknowledges, a timer asks what is due."""
 
     def __init__(
-        self, max_episodes: int = 20, resend_after_s: float = 5.0, clock: Callable[[], float] = time.monotonic
+        self,
+        max_episodes: int = 20,
+        resend_after_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        spool: OutboxSpool | None = None,
     ) -> None:
         if max_episodes < 1:
             raise ValueError(f"max_episodes must be at least 1, got {max_episodes}")
         self.max_episodes = max_episodes
         self.resend_after_s = resend_after_s
         self._clock = clock
+        self.spool = spool  # completed episodes on disk until their receipt (None: memory only)
         self._episodes: OrderedDict[int, _Episode] = OrderedDict()
         self._lock = threading.Lock()
         self.acknowledged = 0
@@ -60,8 +70,29 @@ class EpisodeOutbox:
                 episode = self._episodes[episode_id] = _Episode()
                 self._trim()
             episode.messages.append(message)
-            if done:
-                episode.ended_at = episode.sent_at = self._clock()
+            if not done:
+                return
+            episode.ended_at = episode.sent_at = self._clock()
+            messages = list(episode.messages)
+        self._spool(episode_id, messages)
+
+    def restore(self, episodes: list[tuple[int, list[Any]]]) -> None:
+        """Completed episodes a previous process of this robot left unacknowledged (its spool): held as if they
+        had just ended, so they are re-sent once the learner answers."""
+        with self._lock:
+            now = self._clock()
+            for episode_id, messages in episodes:
+                self._episodes[episode_id] = _Episode(list(messages), ended_at=now, sent_at=now)
+                self._episodes.move_to_end(episode_id)
+            self._trim()
+
+    def _spool(self, episode_id: int, messages: list[Any]) -> None:
+        if self.spool is None:
+            return
+        try:
+            self.spool.save(episode_id, messages)
+        except OSError as exc:  # the episode is still held in memory; only a kill now would lose it
+            _log.error("outbox spool: cannot keep episode %d on disk (%s)", episode_id, exc.strerror or exc)
 
     def acknowledge(self, episode_id: int) -> bool:
         """The learner has the episode; forget it. False when it was not (or no longer) held."""
@@ -72,7 +103,9 @@ class EpisodeOutbox:
                 return False
             del self._episodes[episode_id]
             self.acknowledged += 1
-            return True
+        if self.spool is not None:
+            self.spool.remove(episode_id)
+        return True
 
     def end_early(self, episode_id: int, truncate: Callable[[Any], Any]) -> bool:
         """The robot ended `episode_id` without a done step (an operator reset): keep it as a whole episode whose
@@ -84,7 +117,9 @@ class EpisodeOutbox:
                 return False
             episode.messages[-1] = truncate(episode.messages[-1])
             episode.ended_at = episode.sent_at = self._clock()
-            return True
+            messages = list(episode.messages)
+        self._spool(episode_id, messages)
+        return True
 
     def due(self) -> list[tuple[int, list[Any]]]:
         """Completed, unacknowledged episodes whose last (re)send is `resend_after_s` old: (id, messages)."""
@@ -110,6 +145,8 @@ class EpisodeOutbox:
         while len(self._episodes) > self.max_episodes + 1:  # + the episode being recorded
             episode_id, episode = next(iter(self._episodes.items()))
             del self._episodes[episode_id]
+            if self.spool is not None:
+                self.spool.remove(episode_id)
             if not self.active:
                 continue  # nobody acknowledges: nothing is expected to be delivered
             self.given_up += 1

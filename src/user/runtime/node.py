@@ -44,6 +44,18 @@ class Node:
         self.codec = codec or default_codec()
         self.log = logging.getLogger(f"user.{bus.name}")
         self.malformed_messages = 0  # payloads dropped because they did not decode
+        self.failure: str | None = None  # why the node cannot go on, once it failed (see `fail`)
+        self.request_stop: Callable[[], None] = lambda: None  # the runner's: ends the node's process
+
+    def fail(self, reason: str) -> None:
+        """The node cannot do its work any more (its control thread died, training stopped): say so once and end
+        the process as failed, so its launcher respawns it or reports it gone, instead of a live process that
+        does nothing. A respawned learner resumes from its last good checkpoint."""
+        if self.failure is not None:
+            return
+        self.failure = reason
+        self.log.error("node %s failed: %s", self.name, reason)
+        self.request_stop()
 
     @property
     def name(self) -> str:

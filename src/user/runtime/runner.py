@@ -156,10 +156,12 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
     except Exception as exc:
         _log.exception("node %s failed while starting", name)
         return refuse_start(name, _FAILED, f"{type(exc).__name__}: {exc}", stop, close)
+    node.request_stop = stop.event.set
     write_status(RUNNING)
     _log.info("node %s (%s) running", name, kind)
     stop.wait()
-    _log.info("node %s shutting down (signal %s)", name, stop.signum)
+    why = f"signal {stop.signum}" if node.failure is None else "it failed"
+    _log.info("node %s shutting down (%s)", name, why)
     try:
         node.destroy()
     finally:
@@ -167,6 +169,9 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
             close()
         finally:
             stop.done()
+    if node.failure is not None:
+        write_status(FAILED, node.failure)
+        return EXIT_FAILED
     return EXIT_OK
 
 

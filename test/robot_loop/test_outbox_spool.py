@@ -1,0 +1,115 @@
+"""OutboxSpool: an outbox's completed episodes on disk until their receipt; what a killed process left is loaded
+back whole, a damaged file is moved aside (never re-sent half); the outbox writes, removes and restores."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from user.robot_loop.outbox import EpisodeOutbox
+from user.robot_loop.outbox_spool import OutboxSpool, SpoolError
+
+
+def _spool(tmp_path: Path) -> OutboxSpool:
+    return OutboxSpool(tmp_path / "arm.outbox", lambda m: str(m).encode(), lambda raw: raw.decode())
+
+
+def _episode(box: EpisodeOutbox, episode_id: int, steps: int = 3) -> None:
+    for k in range(steps):
+        box.add(episode_id, f"{episode_id}:{k}", done=k == steps - 1)
+
+
+def test_saved_episodes_load_back_in_id_order_and_removed_ones_do_not(tmp_path: Path) -> None:
+    spool = _spool(tmp_path)
+    spool.save(12, ["12:0", "", "12:2"])  # an empty message is a message
+    spool.save(3, ["3:0"])
+    spool.save(7, ["7:0", "7:1"])
+    spool.remove(7)
+    spool.remove(99)  # not there: nothing to do
+    assert spool.load() == [(3, ["3:0"]), (12, ["12:0", "", "12:2"])]
+    assert not list(spool.directory.glob(".*.tmp"))  # written under a temporary name, renamed into place
+
+
+def test_a_cut_or_misnamed_file_is_moved_aside_and_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    spool = _spool(tmp_path)
+    spool.save(1, ["1:0", "1:1"])
+    spool.save(2, ["2:0", "2:1"])
+    whole = spool.path(2).read_bytes()
+    spool.path(2).write_bytes(whole[:-1])  # the last message runs past the end
+    spool.save(4, ["4:0"])
+    spool.path(4).write_bytes(spool.path(4).read_bytes()[:2])  # a length cut short
+    (spool.directory / "x.episode").write_bytes(whole)  # not an episode id
+    spool.path(5).write_bytes(b"")  # no message at all
+    with caplog.at_level(logging.ERROR, logger="user.robot_loop.outbox_spool"):
+        assert spool.load() == [(1, ["1:0", "1:1"])]
+    aside = sorted(p.name for p in spool.directory.glob("*.unreadable"))
+    assert aside == ["2.episode.unreadable", "4.episode.unreadable", "5.episode.unreadable", "x.episode.unreadable"]
+    text = caplog.text
+    assert "runs past the end" in text and "cut short" in text and "no message" in text and "not named" in text
+    assert spool.load() == [(1, ["1:0", "1:1"])]  # moved aside once, not again
+
+
+def test_a_spool_directory_that_cannot_be_made_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SpoolError, match="cannot create the outbox spool"):
+        OutboxSpool(tmp_path / "file" / "arm.outbox", str.encode, bytes.decode)
+
+
+def test_the_outbox_keeps_completed_episodes_on_disk_until_their_receipt(tmp_path: Path) -> None:
+    spool = _spool(tmp_path)
+    box = EpisodeOutbox(max_episodes=5, resend_after_s=1.0, spool=spool)
+    box.acknowledge(-1)
+    _episode(box, 0)
+    box.add(1, "1:0", done=False)  # being recorded: not on disk
+    assert spool.load() == [(0, ["0:0", "0:1", "0:2"])]
+    box.add(1, "1:1", done=False)
+    assert box.end_early(1, lambda m: f"{m}:truncated")  # an operator reset: on disk as stored
+    assert spool.load() == [(0, ["0:0", "0:1", "0:2"]), (1, ["1:0", "1:1:truncated"])]
+    assert box.acknowledge(0)
+    assert spool.load() == [(1, ["1:0", "1:1:truncated"])]
+
+
+def test_a_restarted_outbox_resends_what_the_killed_one_left(tmp_path: Path) -> None:
+    class Clock:
+        t = 0.0
+
+        def __call__(self) -> float:
+            return self.t
+
+    first = EpisodeOutbox(max_episodes=5, resend_after_s=1.0, spool=_spool(tmp_path))
+    _episode(first, 4)
+    _episode(first, 5)
+    del first  # killed: no receipt ever came
+    clock = Clock()
+    spool = _spool(tmp_path)
+    second = EpisodeOutbox(max_episodes=5, resend_after_s=1.0, clock=clock, spool=spool)
+    second.restore(spool.load())
+    assert second.pending() == [4, 5]
+    second.acknowledge(4)  # the learner had it already: a receipt, and the learner is there
+    clock.t = 2.0
+    assert second.due() == [(5, ["5:0", "5:1", "5:2"])]
+    assert spool.load() == [(5, ["5:0", "5:1", "5:2"])]
+
+
+def test_an_episode_the_full_outbox_gives_up_leaves_the_disk_too(tmp_path: Path) -> None:
+    spool = _spool(tmp_path)
+    box = EpisodeOutbox(max_episodes=2, resend_after_s=1.0, spool=spool)
+    box.acknowledge(-1)
+    for e in range(4):
+        _episode(box, e)
+    assert [e for e, _ in spool.load()] == [1, 2, 3]
+
+
+def test_a_spool_that_cannot_be_written_leaves_the_episode_in_memory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    spool = _spool(tmp_path)
+    spool.directory.rmdir()  # gone under the outbox's feet
+    (tmp_path / "arm.outbox").write_text("")  # and a file in its place
+    box = EpisodeOutbox(max_episodes=5, resend_after_s=1.0, spool=spool)
+    with caplog.at_level(logging.ERROR, logger="user.robot_loop.outbox"):
+        _episode(box, 0)
+    assert box.pending() == [0]
+    assert "cannot keep episode 0 on disk" in caplog.text
