@@ -110,20 +110,25 @@ def test_the_sync_schedule_carries_fractions_of_update_calls_over() -> None:
 def test_a_sync_session_trains_after_each_episode_and_publishes(tmp_path: Path) -> None:
     session = _session(tmp_path, "sync", updates_per_step=0.5)
     sink = Sink()
+    trained: list[tuple[str, int, int]] = []  # the second receipts: (robot, episode, first version trained on it)
+    session.on_trained = lambda robot, episode, version: trained.append((robot, episode, version))
     try:
         assert session.start(sink) == 1
         for t in f.episode("r", 0, steps=8, images=False):  # below min_transitions: only releases the robots
             session.add(t)
-        assert wait_until(lambda: sink.version == 2, 10.0) and session.trainer.counters.update_calls == 0
+        assert wait_until(lambda: trained == [("r", 0, 2)], 10.0) and session.trainer.counters.update_calls == 0
         for t in f.episode("r", 1, steps=12, images=False, success=True):
             session.add(t)
-        assert wait_until(lambda: sink.version == 3, 10.0)
-        assert session.trainer.counters.update_calls == 6  # 12 steps x 0.5 gradient steps, 1 per call
+        assert wait_until(lambda: len(trained) == 2, 10.0)
+        assert trained[1] == ("r", 1, 3) and sink.version == 3
+        session.add_episode(f.episode("q", 5, steps=4, images=False))  # a re-sent episode is trained on too
+        assert wait_until(lambda: len(trained) == 3, 10.0) and trained[2] == ("q", 5, 4)
+        assert session.trainer.counters.update_calls == 8  # + 4 steps x 0.5
         c = session.counters
-        assert (c.episodes, c.successes, c.env_steps, c.policy_version) == (2, 1, 20, 3)
-        assert session.buffer.sampler.policy_version == 3  # the sampler knows how stale each row is
+        assert (c.episodes, c.successes, c.env_steps, c.policy_version) == (3, 1, 24, 4)
+        assert session.buffer.sampler.policy_version == 4  # the sampler knows how stale each row is
         report = session.report()
-        assert report.buffered == 20 and report.values["episodes"] == 2.0 and report.values["update_calls"] == 6.0
+        assert report.buffered == 24 and report.values["episodes"] == 3.0 and report.values["update_calls"] == 8.0
     finally:
         session.close()
     assert (tmp_path / "checkpoints" / "latest.pt").exists() and (tmp_path / "progress.csv").exists()

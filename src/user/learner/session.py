@@ -142,7 +142,9 @@ class LearningSession:
         self._lock = threading.Lock()  # counters and buffer writes (bus threads) vs. reports
         self._sink: WeightSink | None = None
         self._last_checkpoint = time.monotonic()
-        self._sync_work: queue.Queue[int] = queue.Queue()
+        self._sync_work: queue.Queue[tuple[int, tuple[str, int]]] = queue.Queue()  # (env steps, (robot, episode))
+        self.on_trained: Callable[[str, int, int], None] | None = None  # sync: (robot, episode, first version
+        # trained on it), once that version is published; a rollout waits for it before the robot's next episode
         self._sync = SyncSchedule(config.pacing.updates_per_step, learning.gradient_steps_per_update)
         self._sync_thread: threading.Thread | None = None
         self._steps_since_train = 0
@@ -201,7 +203,7 @@ class LearningSession:
             if episode is None:
                 return None
             steps = self._episode_stored(transition.success)
-        self._queue_training(steps)
+        self._queue_training(steps, (transition.robot_id, transition.episode_id))
         return episode
 
     def end_episode(self, robot_id: str, episode_id: int, steps: int) -> int | None:
@@ -212,7 +214,7 @@ class LearningSession:
             if episode is None:
                 return None
             trained_steps = self._episode_stored(False)  # no done step: the scorer judged no success
-        self._queue_training(trained_steps)
+        self._queue_training(trained_steps, (robot_id, episode_id))
         return episode
 
     def _episode_stored(self, success: bool) -> int:
@@ -221,9 +223,9 @@ class LearningSession:
         steps, self._steps_since_train = self._steps_since_train, 0
         return steps
 
-    def _queue_training(self, steps: int) -> None:
+    def _queue_training(self, steps: int, episode: tuple[str, int]) -> None:
         if self.config.pacing.mode == "sync":  # a training phase per stored episode
-            self._sync_work.put(steps)
+            self._sync_work.put((steps, episode))
 
     def add_episode(self, steps: list[Transition], payloads: Sequence[bytes | None] | None = None) -> bool:
         """Store a whole re-sent episode unless it is stored already; False when it was. `payloads`: the
@@ -233,6 +235,7 @@ class LearningSession:
                 return False
             self.buffer.add_episode(steps, payloads=payloads)
             self._count_episode(len(steps), steps[-1].success)
+        self._queue_training(len(steps), (steps[0].robot_id, steps[0].episode_id))
         return True
 
     def _count_episode(self, steps: int, success: bool) -> None:
@@ -293,16 +296,16 @@ class LearningSession:
         assert self._sink is not None
         while not self._stop.is_set():
             try:
-                steps = self._sync_work.get(timeout=SYNC_POLL_S)
+                steps, episode = self._sync_work.get(timeout=SYNC_POLL_S)
             except queue.Empty:
                 continue
             if self.halted is not None:
                 continue
-            if len(self.buffer) < self.config.pacing.min_transitions:
-                self._publish(self._sink.publish_now)  # nothing to train on yet: release the robots
-                continue
-            self.trainer.train(self._sync.calls_for(steps), self.config.sync_train_timeout_s)
-            self._publish(self._sink.publish_now)
+            if len(self.buffer) >= self.config.pacing.min_transitions:  # else nothing to train on yet
+                self.trainer.train(self._sync.calls_for(steps), self.config.sync_train_timeout_s)
+            self._publish(self._sink.publish_now)  # releases the robot of `episode`
+            if self.on_trained is not None and self.halted is None:
+                self.on_trained(*episode, self.counters.policy_version)
 
     # ---- checkpoints ----------------------------------------------------------------------------
 

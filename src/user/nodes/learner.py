@@ -28,8 +28,9 @@ sampler state and counters; the buffer on disk has every episode committed befor
 
 Modes (`pacing.mode`): `async` trains on its own thread as fast as the update-to-data ratio allows and
 never makes a robot wait; `sync` trains only after an episode is stored, for exactly the updates that
-episode's transitions are worth at the same ratio, then publishes, and the rollout side waits for that
-version before the next episode starts (see the `rollout` node).
+episode's transitions are worth at the same ratio, then publishes, and sends the episode's robot a second
+receipt naming that version (`policy_version`); the rollout side waits for that receipt and that version
+before the robot's next episode starts (see the `rollout` node), whatever order the messages arrive in.
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ class LearnerNode(Node):
         self.create_service(f"/{self.name}/checkpoint", "user/srv/Checkpoint", self._on_checkpoint)
         self.create_service(f"/{self.name}/buffer_stats", "user/srv/BufferStats", self._on_buffer_stats)
         self.create_timer(p.stats_period_s, self._publish_stats)
+        if p.pacing.mode == "sync":  # a second receipt: the version trained on the episode (the rollout waits for it)
+            self.session.on_trained = self._acknowledge
         version = self.session.start(self.publisher)
         self.log.info(
             "learning %s (%s, %s) from %s; buffer %d transitions; policy version %d%s",
@@ -249,7 +252,7 @@ class LearnerNode(Node):
             self.log.info("stored re-sent episode %d of %s (%d steps)", key[1], key[0], len(replay.steps))
         self._acknowledge(*key)
 
-    def _acknowledge(self, robot_id: str, episode_id: int) -> None:
+    def _acknowledge(self, robot_id: str, episode_id: int, policy_version: int = 0) -> None:
         pub = self._acks.get(robot_id)
         if pub is None:
             return
@@ -260,6 +263,7 @@ class LearnerNode(Node):
                 episode_id=episode_id,
                 stored=True,
                 message="",
+                policy_version=policy_version,
             )
         )
 

@@ -21,9 +21,10 @@ whole, finite, of the policy's layout and, with `weights_publisher`, from that l
 refusal is counted per cause and logged, rate-limited (`refusals`).
 
 `mode: sync` (the baseline of the pipeline benchmark): robots run with `auto_reset: false`; when an
-episode ends, this node waits for a policy version newer than the one that episode used (the learner
-trains on the episode, then publishes) and only then asks the robot to reset. Robots wait; that is the
-point of the baseline.
+episode ends, this node waits for the learner's second receipt of that episode, which names the first
+policy version trained on it (`user.sync.trained`), then for that version, and only then asks the robot to
+reset. What to wait for is defined by the episodes the learner consumed, not by the order in which the END
+event, the receipt and the weights arrive. Robots wait; that is the point of the baseline.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from user.policies.base import Policy
 from user.robot_loop.gate import SOURCE_POLICY
 from user.runtime.node import Node
 from user.sync.subscriber import WeightSubscriber
+from user.sync.trained import TrainedEpisodes
 
 JOIN_TIMEOUT_S = 3.0
 STOP_POLL_S = 0.2  # how often a waiting sync-mode reset checks for shutdown
@@ -72,7 +74,9 @@ class RolloutParams:
     wait_for_weights: bool = setting(True, "do not act before the first weights arrived (the robot holds)")
     start_episode: int = setting(0, "answer only episodes with this id or later (earlier: demos by an expert)", min=0)
     mode: Literal["async", "sync"] = setting("async", "sync: reset robots only after the learner published")
-    sync_timeout_s: float = setting(600.0, "sync: longest wait for the learner's next version, s", min=0.1)
+    sync_timeout_s: float = setting(
+        600.0, "sync: longest wait for the learner's version trained on a robot's episode, s", min=0.1
+    )
     reset_timeout_s: float = setting(15.0, "sync: reset service deadline, s", min=0.1)
     torch_threads: int = setting(1, "torch CPU threads for inference", min=1)
     report_period_s: float = setting(
@@ -115,12 +119,14 @@ class RolloutNode(Node):
         self.latencies_s: deque[float] = deque(maxlen=LATENCY_WINDOW)  # receive -> publish, per observation
         self.batch_sizes: deque[int] = deque(maxlen=LATENCY_WINDOW)
         self._warned: set[str] = set()
+        self.trained = TrainedEpisodes()  # sync: the version the learner trained on each episode (receipts)
         self._pubs = {r: self.create_publisher(f"/{r}/action", "user/msg/Action", RELIABLE) for r in p.robots}
         for robot in p.robots:
             on_obs = partial(self._on_observation, robot)
             self.create_subscription(f"/{robot}/observation", "user/msg/Observation", on_obs, BEST_EFFORT)
             if p.mode == "sync":
                 self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
+                self.create_subscription(f"/{robot}/episode_acks", "user/msg/EpisodeAck", partial(self._on_ack, robot))
         # sync mode: one reset waits per robot at most; joined on destroy
         self._resets = ThreadPoolExecutor(max_workers=len(p.robots), thread_name_prefix="rollout-reset")
         if p.report_period_s > 0:
@@ -145,8 +151,12 @@ class RolloutNode(Node):
 
     def _on_event(self, msg: Any) -> None:
         event = episode_event_from_msg(msg)
-        if event.kind is EpisodeKind.END:  # the learner trains on this episode, then publishes a newer version
-            self._resets.submit(self._sync_reset, event.robot_id, self.weights.version)
+        if event.kind is EpisodeKind.END:  # the learner trains on this episode, publishes, then says which version
+            self._resets.submit(self._sync_reset, event.robot_id, event.episode_id)
+
+    def _on_ack(self, robot: str, msg: Any) -> None:
+        if msg.robot_id == robot:  # another robot's receipt on this robot's topic releases nothing
+            self.trained.note(robot, int(msg.episode_id), int(msg.policy_version))
 
     # ---- inference thread -----------------------------------------------------------------------
 
@@ -233,28 +243,38 @@ class RolloutNode(Node):
 
     # ---- sync mode ------------------------------------------------------------------------------
 
-    def _sync_reset(self, robot: str, version_at_end: int) -> None:
-        """After `robot`'s episode: wait for a policy newer than the one current when it ended, then reset."""
-        p = self.params
-        deadline = time.monotonic() + p.sync_timeout_s
-        while not self.weights.wait_for_version(version_at_end + 1, min(STOP_POLL_S, deadline - time.monotonic())):
-            if self._stop.is_set():
-                return
-            if time.monotonic() >= deadline:
-                self.log.error(
-                    "%s: no policy newer than version %d within %.0f s", robot, version_at_end, p.sync_timeout_s
-                )
-                break
-        if self._stop.is_set():
-            return
+    def _sync_reset(self, robot: str, episode_id: int) -> None:
+        """After `robot`'s episode: wait for the version the learner trained on it (its receipt names it), then
+        reset. At the deadline the robot is reset anyway, and that is logged."""
+        if self._wait_trained(robot, episode_id, time.monotonic() + self.params.sync_timeout_s):
+            return  # stopping
         request = self.codec.msg_class("user/srv/Reset_Request")(robot_id=robot, seed=RESET_SEED_DEFAULT)
         try:
-            response = self.call_service(f"/{robot}/reset", "user/srv/Reset", request, p.reset_timeout_s)
+            response = self.call_service(f"/{robot}/reset", "user/srv/Reset", request, self.params.reset_timeout_s)
         except Exception as exc:
             self.log.error("%s: reset failed: %s", robot, exc)
             return
         if not response.success:
             self.log.error("%s: reset refused: %s", robot, response.message)
+
+    def _wait_trained(self, robot: str, episode_id: int, deadline: float) -> bool:
+        """Wait for the receipt of (robot, episode) and its version, until `deadline`; True when stopping."""
+        version = None
+        while version is None or not self.weights.wait_for_version(version, self._poll(deadline)):
+            if self._stop.is_set():
+                return True
+            if version is None:
+                version = self.trained.wait(robot, episode_id, self._poll(deadline))
+            if time.monotonic() >= deadline:
+                what = "no receipt" if version is None else f"policy version {version} never arrived"
+                self.log.error("%s: episode %d: %s within %.0f s; resetting anyway", robot, episode_id, what,
+                               self.params.sync_timeout_s)  # fmt: skip
+                return False
+        return self._stop.is_set()
+
+    @staticmethod
+    def _poll(deadline: float) -> float:
+        return max(0.0, min(STOP_POLL_S, deadline - time.monotonic()))
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
