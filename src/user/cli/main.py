@@ -1,4 +1,4 @@
-"""`user`: bringup, node, router and topic tools."""
+"""`user`: run and inspect a deployment (bringup, node, router, topic, hardware), its buffer and reward model."""
 
 from __future__ import annotations
 
@@ -6,47 +6,60 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from types import ModuleType
+from typing import NamedTuple
 
 from user import __version__
 from user.runtime.logs import setup_logging
 
-# command -> the module that adds its parser and runs it. A command imports only its own module: `user router`
-# starts without the learning stack (torch), which `user buffer` and `user train-reward` need.
-COMMANDS: dict[str, str] = {
-    "bringup": "user.cli.bringup_cmd",
-    "node": "user.cli.node_cmd",
-    "router": "user.cli.router_cmd",
-    "topic": "user.cli.topic_cmd",
-    "hardware": "user.cli.hardware_cmd",
-    "buffer": "user.cli.buffer_cmd",
-    "train-reward": "user.cli.reward_cmd",
+
+class Command(NamedTuple):
+    """Where a command lives, and its line in `user --help`."""
+
+    module: str  # adds the command's parser (`add_parser(sub)`) and runs it; imported only when the command runs
+    help: str  # the same line the module's parser gives (test/cli/test_startup.py holds them equal)
+
+
+# The commands, in `user --help` order. Only the module of the command that runs is imported, so `user --help`,
+# `user router` and `user topic` start without the learning stack (torch) that `user train-reward` needs.
+COMMANDS: dict[str, Command] = {
+    "bringup": Command("user.cli.bringup_cmd", "start every node of a deployment, each in its own process"),
+    "node": Command("user.cli.node_cmd", "run one node"),
+    "router": Command("user.cli.router_cmd", "run a Zenoh router (nodes connect to it to find each other)"),
+    "topic": Command("user.cli.topic_cmd", "inspect and publish topics (like ros2 topic)"),
+    "hardware": Command("user.cli.hardware_cmd", "list announced robots, cameras and accelerators; check placements"),
+    "buffer": Command("user.cli.buffer_cmd", "inspect, verify, import into and export a replay buffer directory"),
+    "train-reward": Command(
+        "user.cli.reward_cmd",
+        "train the learned success reward from a buffer (see user.rewards.labels for the labelling)",
+    ),
 }
 
 
-def _command_modules(command: str | None) -> list[ModuleType]:
-    """The module of `command`, or (no or an unknown command: help and usage errors list them) all of them."""
-    names = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
-    return [importlib.import_module(name) for name in names]
+def _add_global_options(parser: argparse.ArgumentParser) -> None:
+    """The options before the command; `command_of` finds the command behind the same ones."""
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
 
 
 def command_of(argv: Sequence[str]) -> str | None:
     """The command `argv` names (after the global options), or None."""
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--log-level")
+    _add_global_options(pre)
     pre.add_argument("command", nargs="?")
     known, _ = pre.parse_known_args(list(argv))
     return known.command if isinstance(known.command, str) else None
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of `command` alone (its module only is imported), or of every command when None."""
+    """The parser listing every command; only `command`'s module is imported and parses its arguments."""
     parser = argparse.ArgumentParser(prog="user", description=__doc__)
     parser.add_argument("--version", action="version", version=f"user {__version__}")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    _add_global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in _command_modules(command):
-        module.add_parser(sub)
+    for name, entry in COMMANDS.items():
+        if name == command:
+            importlib.import_module(entry.module).add_parser(sub)
+        else:  # a line in the help and a valid choice; never the one parsed, as `command_of` found the command
+            sub.add_parser(name, help=entry.help, add_help=False)
     return parser
 
 

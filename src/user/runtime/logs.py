@@ -5,6 +5,12 @@ from __future__ import annotations
 import logging
 import sys
 
+# Third-party loggers whose INFO records are notes to their own developers, not to an operator; shown from
+# WARNING up unless the level asked for is DEBUG. PyOpenGL (imported by MuJoCo's EGL context, so by every node
+# that simulates or renders) logs "No OpenGL_accelerate module loaded" at INFO when its optional C speed-up
+# package is absent.
+QUIET_BELOW_WARNING = ("OpenGL.acceleratesupport",)
+
 
 class _RosFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -26,3 +32,5 @@ def setup_logging(level: str = "INFO") -> None:
     handler._user_console = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level.upper())
+    for name in QUIET_BELOW_WARNING:
+        logging.getLogger(name).setLevel(logging.NOTSET if root.level <= logging.DEBUG else logging.WARNING)
