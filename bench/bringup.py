@@ -33,6 +33,7 @@ def free_port() -> int:
 class NodeSamples:
     pids: list[int] = field(default_factory=list)
     rss: list[tuple[float, float]] = field(default_factory=list)  # (wall time, MiB)
+    rss_pids: list[int] = field(default_factory=list)  # the process each rss sample is of (respawns change it)
     cpu: list[tuple[float, float]] = field(default_factory=list)  # (wall time, CPU seconds of the current pid)
 
 
@@ -93,6 +94,7 @@ class Bringup:
             rss, cpu = read_rss_mib(pid), read_cpu_s(pid)
             if rss is not None:
                 node.rss.append((now, rss))
+                node.rss_pids.append(pid)
             if cpu is not None:
                 node.cpu.append((now, cpu))
 

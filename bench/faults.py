@@ -55,8 +55,9 @@ GRACE_S = 20.0  # after the last fault: robots re-send what the learner missed (
 POLL_S = 0.1
 
 
-def deployment(endpoint: str, demos: int) -> dict[str, Any]:
-    """config/default.yaml on a private router, `demos` scripted episodes per robot, a reward node per robot."""
+def deployment(endpoint: str, demos: int, learner_cache: int | None = None) -> dict[str, Any]:
+    """config/default.yaml on a private router, `demos` scripted episodes per robot, a reward node per robot;
+    `learner_cache`: the learner's decoded-transition cache, when not the default."""
     dep: dict[str, Any] = yaml.safe_load((REPO / "config" / "default.yaml").read_text())
     dep["name"] = "bench_faults"
     dep["router"] = {"endpoints": [endpoint], "start": "always"}
@@ -65,6 +66,8 @@ def deployment(endpoint: str, demos: int) -> dict[str, Any]:
     for node in nodes:
         if node["kind"] == "learner":
             node["params"]["transitions_suffix"] = "transitions/rewarded"
+            if learner_cache is not None:
+                node["params"].setdefault("buffer", {}).setdefault("storage", {})["cache_size"] = learner_cache
         if node["kind"] == "expert":
             node["params"]["until_episode"] = demos
         if node["kind"] == "rollout":
@@ -140,9 +143,9 @@ class Outcome:
 class FaultRun:
     """One deployment under `user bringup`, a probe on its router, and faults injected one at a time."""
 
-    def __init__(self, workdir: Path, demos: int, freeze_s: float) -> None:
+    def __init__(self, workdir: Path, demos: int, freeze_s: float, learner_cache: int | None = None) -> None:
         endpoint = f"tcp/127.0.0.1:{free_port()}"
-        self.dep = deployment(endpoint, demos)
+        self.dep = deployment(endpoint, demos, learner_cache)
         self.robots = [n["params"]["robot_id"] for n in self.dep["nodes"] if n["kind"] == "robot"]
         self.period_s = 0.1
         self.freeze_s = freeze_s

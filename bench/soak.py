@@ -14,7 +14,12 @@ fault is drawn at random:
 At the end it prints: episodes the robots completed, stored, lost and duplicated; NaN values in stored
 transitions; whether the rollout ever applied a forged weight version; refused messages by node and cause (from
 the nodes' logs); respawns; resident memory per node over time with its slope (flat: the second half grows at most
-max(2 MiB, 1 %) per 10 minutes).
+max(2 MiB, 1 %) per 10 minutes). Memory is judged on each node's longest-lived process (a respawned process starts
+small and grows through its start-up), and the learner's decoded-transition cache is set to `--learner-cache`
+transitions so that it is full within the first minutes: a bounded cache filling up is not a leak.
+
+The forger signs its weights as the deployment's learner (`header.frame_id`, which is no authentication), so the
+rollout's checks of completeness, finiteness and layout are what must refuse them.
 
 Run (as root for the tmpfs; without it the disk-full fault is skipped):
     MUJOCO_GL=egl python3 bench/soak.py --minutes 10 [--seed 0] [--every-s 30] [--json PATH] [--keep]
@@ -70,6 +75,7 @@ class Forger(Node):
         self.spec = learning.build_policy().get_weights().spec
         self.policy_id = learning.policy_id
         self._weights = self.create_publisher("/policy/weights", "user/msg/WeightChunk")
+        self.impersonates = "learner"  # the learner_id the rollouts accept weights from
         self._raw: dict[str, Any] = {}
         self.sent: Counter[str] = Counter()
 
@@ -86,11 +92,11 @@ class Forger(Node):
         live.publish(transition_to_msg(bad_reward, self.codec))
         self.sent["nan reward"] += 1
         nan_weights = FlatWeights(torch.full((self.spec.numel,), float("nan")), self.spec, FORGED_VERSION - 1)
-        for chunk in split_weights(nan_weights, self.policy_id):
+        for chunk in split_weights(nan_weights, self.policy_id, publisher=self.impersonates):
             self._weights.publish(chunk_to_msg(chunk, self.codec, time.time_ns()))
         self.sent["nan weights"] += 1
         wrong = FlatWeights(torch.zeros(3), type(self.spec)(("w",), ((3,),)), FORGED_VERSION)
-        for chunk in split_weights(wrong, self.policy_id):
+        for chunk in split_weights(wrong, self.policy_id, publisher=self.impersonates):
             self._weights.publish(chunk_to_msg(chunk, self.codec, time.time_ns()))
         self.sent["wrong-layout weights"] += 1
         raw = self.bus.create_publisher(f"/{robot}/transitions", "user/msg/Transition")
@@ -150,18 +156,24 @@ def forged_weights_applied(log_dir: Path) -> bool:
 
 
 def memory(bringup: Any) -> dict[str, dict[str, float]]:
-    """Per node: first, last and max RSS (MiB) and the least-squares slope of the second half, MiB / 10 min."""
+    """Per node, of its longest-lived process: first, last and max RSS (MiB), the least-squares slope of the second
+    half in MiB / 10 min, the minutes it covers, and how many processes the node had (respawns + 1)."""
     out = {}
     for name, samples in bringup.nodes.items():
-        if len(samples.rss) < 4:
+        pids = Counter(samples.rss_pids)
+        if not pids:
             continue
-        t = np.asarray([s[0] for s in samples.rss])
-        mib = np.asarray([s[1] for s in samples.rss])
+        longest = pids.most_common(1)[0][0]
+        series = [s for s, pid in zip(samples.rss, samples.rss_pids, strict=True) if pid == longest]
+        if len(series) < 4:
+            continue
+        t = np.asarray([s[0] for s in series])
+        mib = np.asarray([s[1] for s in series])
         half = t >= t[0] + (t[-1] - t[0]) / 2
         slope = float(np.polyfit(t[half] - t[0], mib[half], 1)[0] * 600) if half.sum() >= 2 else 0.0
         flat = slope <= max(2.0, 0.01 * float(mib[-1]))
         out[name] = {"first": float(mib[0]), "last": float(mib[-1]), "max": float(mib.max()), "slope_10min": slope,
-                     "flat": float(flat)}  # fmt: skip
+                     "minutes": float(t[-1] - t[0]) / 60, "processes": len(pids), "flat": float(flat)}  # fmt: skip
     return out
 
 
@@ -192,7 +204,7 @@ def throw_faults(
 
 def soak(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     disk = mount_tmpfs(workdir / "run", args.disk_mb)
-    run = FaultRun(workdir, demos=2, freeze_s=10.0)
+    run = FaultRun(workdir, demos=2, freeze_s=10.0, learner_cache=args.learner_cache)
     run.bringup.start_sampling(10.0)
     learning = from_mapping(LearningConfig, run.dep["nodes"][0]["params"]["learning"], where="soak")
     try:
@@ -211,11 +223,14 @@ def soak(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "forged_weights_applied": forged_weights_applied(log_dir),
             "refused": refusals(log_dir),
             "respawns": run.log().count("respawning"),
+            "bringup_errors": [line for line in run.log().splitlines() if "[ERROR]" in line][-30:],
             "memory": memory(run.bringup),
         }
     finally:
         if run.bringup.alive():
             run.bringup.stop()
+        with contextlib.suppress(OSError):  # the nodes' logs outlive the tmpfs (kept with --keep)
+            shutil.copytree(run.run_dir / "logs", workdir / "logs")
         if disk:
             subprocess.run(["umount", "-l", str(workdir / "run")], check=False)
 
@@ -226,6 +241,7 @@ def main() -> int:
     parser.add_argument("--every-s", type=float, default=30.0, help="seconds between faults")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--disk-mb", type=int, default=1024, help="size of the run directory's tmpfs")
+    parser.add_argument("--learner-cache", type=int, default=2000, help="the learner's decoded-transition cache")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()

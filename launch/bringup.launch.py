@@ -6,7 +6,8 @@ each node's settings become typed ROS parameters; on each exit the node's one-li
 logged with what follows; a configuration error (exit code 2) is never respawned; `max_respawns` is kept here
 with launch's own events (Humble's launch has no `respawn_max_retries`) and resets after `respawn_reset_s` of
 running; a node that does not report running within `start_timeout_s` is shut down (launch's ShutdownProcess:
-SIGINT, then SIGTERM, then SIGKILL); a required node gone for good ends the launch with exit code 1 (an
+SIGINT, then SIGTERM, then SIGKILL); a node that ends the run (exit code 5: the learner reached its
+`stop_after`) shuts the launch down cleanly; a required node gone for good ends the launch with exit code 1 (an
 exception from the exit handler: Humble's launch logs it in one line, shuts the other nodes down and returns 1).
 The shutdown allowance (`shutdown_timeout_s`) is launch's `sigterm_timeout`; on Ctrl-C launch signals all nodes
 at once. Only launch and launch_ros names that exist on Humble are used.
@@ -18,7 +19,7 @@ import time
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription, logging
 from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, TimerAction
-from launch.events import matches_action
+from launch.events import Shutdown, matches_action
 from launch.events.process import ShutdownProcess
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
@@ -45,6 +46,9 @@ def _on_exit(spec: RosNodeLaunch, life: NodeLife, this_start: dict):
         if verdict.outcome is Outcome.FINISHED:
             _log.info(verdict.line)
             return None
+        if verdict.outcome is Outcome.COMPLETE:  # every node is stopped as on Ctrl-C; launch returns 0
+            _log.info(verdict.line)
+            return [EmitEvent(event=Shutdown(reason=verdict.line))]
         if verdict.stops_deployment:
             raise NodeGoneError(verdict.line)
         _log.error(verdict.line)

@@ -24,11 +24,17 @@ def _rlpd(**cfg: object) -> RLPD:
     return RLPD(policy, from_mapping(RLPDConfig, {"critic_hidden": [32, 32], **cfg}, where="test"), seed=3)
 
 
-def test_defaults_follow_the_paper() -> None:
+def test_defaults_are_the_published_ones() -> None:
+    """Ball et al. 2023 and their code (ikostrikov/rlpd) at its update-to-data ratio of 1."""
     cfg = RLPDConfig()
-    assert (cfg.num_critics, cfg.critic_subsample, cfg.critic_actor_ratio, cfg.batch_size) == (10, 2, 4, 256)
-    assert (cfg.gamma, cfg.tau, cfg.actor_lr) == (0.96, 0.005, 3e-4)
-    assert cfg.demo_ratio == 0.5
+    assert (cfg.num_critics, cfg.critic_subsample, cfg.critic_layer_norm, cfg.actor_q) == (10, 2, True, "mean")
+    assert (cfg.batch_size, cfg.demo_ratio, cfg.utd_ratio, cfg.critic_actor_ratio) == (256, 0.5, 1, 1)
+    assert (cfg.gamma, cfg.tau, cfg.init_temperature, cfg.backup_entropy) == (0.99, 0.005, 1.0, True)
+    assert (cfg.actor_lr, cfg.critic_lr, cfg.temperature_lr, cfg.critic_hidden) == (3e-4, 3e-4, 3e-4, (256, 256))
+    assert cfg.entropy_target(7) == -3.5  # -dim(A) / 2
+    assert RLPDConfig(target_entropy=-7.0).entropy_target(7) == -7.0
+    assert _rlpd().target_entropy == -1.0  # two action dimensions
+    assert _rlpd(target_entropy=-0.25).target_entropy == -0.25
     with pytest.raises(ConfigError, match="critic_subsample"):
         from_mapping(RLPDConfig, {"num_critics": 2, "critic_subsample": 3}, where="rlpd")
 
@@ -167,8 +173,8 @@ def test_rlpd_changes_only_these_sac_defaults_and_bounds() -> None:
         "critic_subsample": (None, 2),
         "critic_layer_norm": (False, True),
         "actor_q": ("min", "mean"),
-        "critic_actor_ratio": (1, 4),
     }
+    assert (sac.entropy_target(4), rlpd.entropy_target(4)) == (-4.0, -2.0)  # and the target entropy's rule
     assert from_mapping(SACConfig, {"batch_size": 1, "num_critics": 1}, where="sac").batch_size == 1
     with pytest.raises(ConfigError, match=r"batch_size: 1 is below the minimum 2"):
         from_mapping(RLPDConfig, {"batch_size": 1}, where="rlpd")

@@ -57,7 +57,9 @@ def test_rlpd_learns_peg_insertion_from_demos() -> None:
     rng = np.random.default_rng(0)
     robot, task = peg.make_robot()
     policy = MLPPolicy(MLPPolicyConfig(state_dim=peg.STATE_DIM, action_dim=peg.ACTION_DIM, seed=0))
-    config = RLPDConfig(utd_ratio=4, critic_actor_ratio=4, init_temperature=0.01, temperature_lr=0.0)
+    config = RLPDConfig(  # RLinf-USER's gamma for 10 Hz control (RLPD's default is the published 0.99)
+        gamma=0.96, utd_ratio=4, critic_actor_ratio=4, init_temperature=0.01, temperature_lr=0.0
+    )
     rlpd = RLPD(policy, config, seed=0)
     demos = RingBuffer(10_000, peg.STATE_DIM, peg.ACTION_DIM)
     online = RingBuffer(MAX_ENV_STEPS, peg.STATE_DIM, peg.ACTION_DIM)

@@ -137,9 +137,15 @@ def test_unknown_config_key_fails_loudly() -> None:
         from_mapping(SACConfig, {"num_critics": 2, "critic_subsample": 3}, where="sac")
 
 
-def test_defaults_follow_the_paper() -> None:
+def test_defaults_are_the_published_ones() -> None:
+    """Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications", Table 1 (and stable-baselines3)."""
     cfg = SACConfig()
-    assert (cfg.gamma, cfg.tau, cfg.actor_lr, cfg.critic_lr, cfg.batch_size) == (0.96, 0.005, 3e-4, 3e-4, 256)
+    assert (cfg.gamma, cfg.tau, cfg.batch_size) == (0.99, 0.005, 256)
+    assert (cfg.actor_lr, cfg.critic_lr, cfg.temperature_lr) == (3e-4, 3e-4, 3e-4)
+    assert (cfg.num_critics, cfg.critic_subsample, cfg.critic_hidden, cfg.actor_q) == (2, None, (256, 256), "min")
+    assert (cfg.init_temperature, cfg.target_entropy, cfg.backup_entropy) == (1.0, None, True)
+    assert (cfg.utd_ratio, cfg.critic_actor_ratio, cfg.critic_layer_norm, cfg.grad_clip) == (1, 1, False, None)
+    assert cfg.entropy_target(6) == -6.0 and SACConfig(target_entropy=-0.5).entropy_target(6) == -0.5
 
 
 def test_critic_loss_decreases_on_a_fixed_batch() -> None:

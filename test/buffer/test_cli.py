@@ -33,12 +33,35 @@ def test_info_json(buffer_dir: Path, capsys: pytest.CaptureFixture[str]) -> None
     info = json.loads(capsys.readouterr().out)
     assert (info["transitions"], info["episodes"], info["demo_transitions"]) == (15, 5, 3)
     assert info["policy_versions"] == [0, 1, 2, 3, 4]
-    assert info["robots"]["left"] == {"episodes": 2, "transitions": 6, "success_rate": 0.5, "last_episode_id": 3}
+    # left: episodes 1 (return 0) and 3 (return 1, a success); right: the demo 0, then 2 (return 0) and 4 (1)
+    recent_left = {
+        "episodes": 2,
+        "mean_return": 0.5,
+        "last_return": 1.0,
+        "mean_length": 3.0,
+        "success_rate": 0.5,
+        "mean_interventions": 0.0,
+    }
+    assert info["robots"]["left"] == {
+        "episodes": 2,
+        "transitions": 6,
+        "success_rate": 0.5,
+        "last_episode_id": 3,
+        "demo_episodes": 0,
+        "recent": recent_left,
+    }
+    assert info["robots"]["right"]["demo_episodes"] == 1
+    assert info["robots"]["right"]["recent"] == {**recent_left, "mean_return": 0.5, "last_return": 1.0}
+    assert info["recent_window"] == 20
+    assert info["recent"] == {**recent_left, "episodes": 4, "mean_return": 0.5, "last_return": 1.0}
     assert info["success_rate"] == pytest.approx(0.4)
     assert (info["segments_closed"], info["segments_open"]) == (3, 0)
     assert info["bytes_on_disk"] > 0
     assert main(["buffer", "info", str(buffer_dir)]) == 0
-    assert "episodes:      5" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "episodes:      5" in text
+    assert "recent:        4 online episodes (window 20): return mean 0.50, last 1.00; length 3.0 steps" in text
+    assert "robot right: 3 episodes (1 demo), 9 transitions, success 33.3%; recent: 2 online episodes" in text
 
 
 def test_verify_finds_a_corrupt_row(buffer_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -61,6 +61,18 @@ def test_demo_ratio_kind_draws_the_demo_share_of_every_batch() -> None:
         assert int((draws < DEMOS).sum()) == 50  # RLPD: exactly a quarter of each batch from demonstrations
 
 
+@pytest.mark.parametrize("demos", [0, DEMOS])
+def test_the_default_auto_kind_draws_half_demos_once_there_are_demos_and_uniformly_before(demos: int) -> None:
+    assert SamplerConfig().kind == "auto"
+    view = _columns(200, demo=demos).view()
+    draws = make_sampler(SamplerConfig(seed=5)).sample(view, 20_000)
+    counts = np.bincount(draws, minlength=200)
+    if demos:
+        assert int((draws < demos).sum()) == 10_000  # half of every batch from the demonstrations
+    else:
+        assert counts.min() > 50 and counts.max() < 150  # uniform over all: about 100 each
+
+
 @pytest.mark.parametrize("include_demos", [False, True])
 def test_intervention_kind_draws_only_intervened_rows(include_demos: bool) -> None:
     draws = set(_sampler("intervention", include_demos=include_demos).sample(_view(), 3000).tolist())
@@ -108,7 +120,8 @@ def test_every_kind_is_not_ready_on_an_empty_buffer(kind: str) -> None:
         ({"kind": "uniform", "demo_ratio": 0.3}, "demo_ratio: a setting of kind 'demo_ratio', but kind 'uniform'"),
         ({"kind": "demo_ratio", "window": 10}, "window: a setting of kind 'recent'"),
         ({"kind": "recent", "max_staleness": 2}, "max_staleness: a setting of kind 'staleness'"),
-        ({"include_demos": False}, "include_demos: a setting of kind 'intervention', but kind 'demo_ratio'"),
+        ({"include_demos": False}, "include_demos: a setting of kind 'intervention', but kind 'auto'"),
+        ({"demo_ratio": 0.3}, "demo_ratio: a setting of kind 'demo_ratio', but kind 'auto'"),  # auto: 0.5 fixed
     ],
 )
 def test_a_setting_of_another_sampler_kind_is_refused(data: dict[str, object], message: str) -> None:

@@ -112,6 +112,34 @@ class Chooser:
     common: int = setting(0, "every kind")
 
 
+@dataclass(frozen=True)
+class Section:
+    chooser: Chooser = setting(Chooser(kind="b", b=Gains(kp=3.0)), "the choice")
+    maybe: Gains | None = setting(None, "optional gains")
+    rate: float = setting(2.0, "a rate")
+
+
+def test_describe_settings_lists_nested_settings_one_per_line_under_dotted_names() -> None:
+    rows = {name: (tp, default, doc) for name, tp, default, doc in describe_settings(Section)}
+    assert list(rows) == [
+        "chooser.kind",
+        "chooser.a.kp",
+        "chooser.b.kp",
+        "chooser.shared",
+        "chooser.common",
+        "maybe.kp",
+        "rate",
+    ]
+    assert rows["chooser.kind"] == ("Literal['a', 'b', 'c']", "b", "which kind")  # the section's default
+    assert rows["chooser.b.kp"] == ("float", 3.0, "gain [only with chooser.kind b]")
+    assert rows["chooser.a.kp"] == ("float", 1.0, "gain [only with chooser.kind a]")
+    assert rows["chooser.shared"] == ("int", 0, "kinds b and c [only with chooser.kind b or c]")
+    assert rows["maybe.kp"] == ("float", 1.0, "gain")  # an optional section: its class's defaults
+    assert rows["rate"] == ("float", 2.0, "a rate")
+    types = {name: tp for name, tp, _, _ in describe_settings(Outer)}
+    assert (types["size"], types["limit"], types["inner.gain"]) == ("tuple[int, int]", "int | None", "float")
+
+
 def test_a_setting_of_the_selected_kind_is_taken() -> None:
     assert from_mapping(Chooser, {"a": {"kp": 2.0}}, where="f.yaml").a.kp == 2.0  # kind a is the default
     got = from_mapping(Chooser, {"kind": "b", "b": {"kp": 3.0}, "shared": 4}, where="f.yaml")

@@ -261,3 +261,20 @@ def test_bad_deployment_is_refused_naming_key_and_file(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert str(path).encode() in proc.stderr and b"unknown key 'parms'" in proc.stderr
+
+
+def test_a_learner_that_reaches_its_stop_after_ends_the_run_cleanly(
+    bringup: Callable[[Path], Bringup], tmp_path: Path
+) -> None:
+    """Issue 14, finding 5: a run has a length. The learner's `stop_after` met, it writes its final checkpoint and
+    exits with the run-complete code; bringup stops every other node as on Ctrl-C and exits 0 by itself."""
+    learning = "{mlp: {state_dim: 3, action_dim: 1, hidden: [8]}, algorithm: sac}"
+    learner = (f"  - {{name: learner, kind: learner, params: {{robots: [r], run_dir: {tmp_path}/learner_run, "
+               f"learning: {learning}, stop_after: {{wall_time_s: 2.0}}}}}}\n")  # fmt: skip
+    run = bringup(_deployment(tmp_path, f"tcp/127.0.0.1:{free_port()}", learner))
+    assert run.proc.wait(START_S + 30) == 0, run.text()
+    text = run.text()
+    assert "learner exited with code 5 (the run is complete)" in text, text
+    assert "s since the start (stop_after.wall_time_s 2)" in text, text
+    assert "stopped talker" in text and "stopped listener" in text, text
+    assert (tmp_path / "learner_run" / "checkpoints" / "latest.pt").exists()

@@ -101,3 +101,28 @@ def test_the_real_franka_deployment() -> None:
     assert kinds["learner"].params["run_dir"] == "{run_dir}"
     learning = kinds["learner"].params["learning"]
     assert learning["cnn"]["observation"]["cameras"] == list(arm.camera_configs)
+
+
+LEARNING_DEPLOYMENTS = [p for p in CONFIGS if any(n.kind == "learner" for n in load(p).nodes)]
+
+
+@pytest.mark.parametrize("path", LEARNING_DEPLOYMENTS, ids=lambda p: p.name)
+def test_the_shipped_runs_keep_the_learning_values_they_were_tuned_with(path: Path, tmp_path: Path) -> None:
+    """The SAC/RLPD defaults are the published ones (gamma 0.99, target entropy -dim(A)/2 for RLPD, one actor
+    step per critic step); the shipped runs were tuned with RLinf-USER's, which each file now states."""
+    deployment = load(path)
+    params = node_params(deployment, tmp_path)
+    learners = [params[n.name] for n in deployment.nodes if n.kind == "learner"]
+    for learner in learners:
+        learning = learner.learning
+        assert learning.algorithm == "rlpd"
+        rlpd, action_dim = learning.rlpd, (learning.mlp if learning.policy_kind == "mlp" else learning.cnn).action_dim
+        assert (rlpd.gamma, rlpd.entropy_target(action_dim), rlpd.utd_ratio, rlpd.critic_actor_ratio) == (
+            0.96,
+            -float(action_dim),
+            4,
+            4,
+        )
+        assert (rlpd.init_temperature, rlpd.temperature_lr, rlpd.batch_size) == (0.01, 0.0, 256)
+        sampler = learning.sampler_for(learner.buffer.sampler)
+        assert (sampler.kind, sampler.demo_ratio) == ("demo_ratio", 0.5)  # half of every batch from the demos

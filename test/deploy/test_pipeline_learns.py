@@ -51,7 +51,7 @@ nodes:
       run_dir: "{{run_dir}}"
       learning: &learning
         mlp: {{state_dim: 17, action_dim: 7}}
-        rlpd: {{utd_ratio: 4, critic_actor_ratio: 4, init_temperature: 0.01, temperature_lr: 0.0}}
+        rlpd: {{gamma: 0.96, utd_ratio: 4, critic_actor_ratio: 4, init_temperature: 0.01, temperature_lr: 0.0}}
       pacing: {{updates_per_step: 4.0, min_transitions: 256, publish_every: 20}}
       checkpoint_period_s: 60.0
       torch_threads: 1

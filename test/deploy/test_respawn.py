@@ -162,3 +162,14 @@ def test_a_respawned_node_that_never_started_is_not_healthy(tmp_path: Path) -> N
     life.started(1.0)
     assert life.overdue(2.0)
     assert not life.reset_if_healthy(50.0) and life.respawns == 1  # a node stuck starting is not healthy
+
+
+@pytest.mark.parametrize("settings", [", respawn: true, max_respawns: -1", ", required: false", ""])
+def test_a_completed_run_stops_the_deployment_and_is_never_respawned(tmp_path: Path, settings: str) -> None:
+    life = _life(tmp_path, settings)
+    verdict = life.exited(5, "2 episodes stored (stop_after.episodes 2)", 9.0)
+    assert verdict.outcome is Outcome.COMPLETE and verdict.stops_deployment and life.respawns == 0
+    assert verdict.line == (
+        "arm exited with code 5 (the run is complete): 2 episodes stored (stop_after.episodes 2); "
+        "stopping the deployment"
+    )

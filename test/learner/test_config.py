@@ -1,17 +1,21 @@
 """`LearningConfig`: the policy kind and the algorithm each select one section; a section of another kind is
-an error naming it, and the kind tables give each kind's policy, algorithm, batch size and sampler."""
+an error naming it, and the kind tables give each kind's policy, algorithm, batch size and sampler (the default
+sampler `auto` becomes the algorithm's own)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
+from test.buffer.test_samplers import _columns
 from user.algorithms.base import Algorithm
 from user.algorithms.hg_dagger import HGDagger
 from user.algorithms.rlpd import RLPD
 from user.algorithms.sac import SAC
 from user.buffer.config import SamplerConfig
+from user.buffer.samplers import make_sampler
 from user.config.strict import ConfigError, from_mapping
 from user.learner.config import ALGORITHMS, POLICIES, LearningConfig
 from user.policies.cnn import CNNPolicy
@@ -66,13 +70,33 @@ def test_each_algorithm_kind_builds_its_own_algorithm_with_its_section() -> None
     assert isinstance(algorithm, RLPD) and algorithm.config.gamma == 0.5
 
 
-def test_each_algorithm_turns_a_uniform_sampler_into_its_own() -> None:
-    uniform, recent = SamplerConfig(kind="uniform"), SamplerConfig(kind="recent")
-    rlpd = load(**MLP, rlpd={"demo_ratio": 0.25}).sampler_for(uniform)
-    assert (rlpd.kind, rlpd.demo_ratio) == ("demo_ratio", 0.25)
-    assert load(algorithm="sac", **MLP).sampler_for(uniform) == uniform
-    assert load(algorithm="hg_dagger", **MLP).sampler_for(uniform).kind == "intervention"
-    assert load(**MLP).sampler_for(recent) == recent  # a sampler chosen by name is kept
+def test_the_default_sampler_becomes_the_algorithm_s_own_and_a_named_one_is_kept() -> None:
+    auto = SamplerConfig()
+    assert auto.kind == "auto"
+    rlpd = load(**MLP, rlpd={"demo_ratio": 0.25}).sampler_for(auto)
+    assert (rlpd.kind, rlpd.demo_ratio) == ("demo_ratio", 0.25)  # RLPD's own share of demos, not the buffer's 0.5
+    assert load(algorithm="hg_dagger", **MLP).sampler_for(auto).kind == "intervention"  # the human's corrections
+    assert load(algorithm="sac", **MLP).sampler_for(auto) == auto  # follows the presence of demos (below)
+    named = [
+        SamplerConfig(kind="uniform"),
+        SamplerConfig(kind="recent"),
+        SamplerConfig(kind="demo_ratio", demo_ratio=0.1),
+    ]
+    for algorithm in ALGORITHMS:
+        for sampler in named:
+            assert load(algorithm=algorithm, **MLP).sampler_for(sampler) == sampler, (algorithm, sampler.kind)
+
+
+@pytest.mark.parametrize("demos", [0, 40])
+def test_sac_s_default_sampler_draws_half_demos_when_there_are_demos_and_uniformly_otherwise(demos: int) -> None:
+    sampler = make_sampler(load(algorithm="sac", **MLP).sampler_for(SamplerConfig(seed=3)))
+    draws = sampler.sample(_columns(200, demo=demos).view(), 20_000)
+    counts = np.bincount(draws, minlength=200)
+    if demos:  # half of every batch from the 40 demonstrations, half from the 160 online transitions
+        assert int((draws < demos).sum()) == 10_000
+        assert counts[:demos].min() > 150 and counts[demos:].min() > 30
+    else:  # no demonstrations: uniform over everything (about 100 draws each)
+        assert counts.min() > 50 and counts.max() < 150
 
 
 def test_each_policy_kind_builds_its_own_policy() -> None:

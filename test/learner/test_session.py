@@ -80,14 +80,14 @@ def _session(run: Path, mode: str = "sync", **pacing: object) -> LearningSession
 
 @pytest.mark.parametrize(
     ("algorithm", "kind", "demo_ratio"),
-    [("sac", "uniform", 0.5), ("rlpd", "demo_ratio", 0.25), ("hg_dagger", "intervention", 0.5)],
+    [("sac", "auto", 0.5), ("rlpd", "demo_ratio", 0.25), ("hg_dagger", "intervention", 0.5)],
 )
-def test_each_algorithm_gets_its_own_sampler_from_a_uniform_one(algorithm: str, kind: str, demo_ratio: float) -> None:
+def test_each_algorithm_gets_its_own_sampler_by_default(algorithm: str, kind: str, demo_ratio: float) -> None:
     learning = replace(_learning(algorithm), hg_dagger=HGDaggerConfig())
-    config = learner_buffer_config(learning, PacingConfig(), BufferConfig(sampler=SamplerConfig(kind="uniform")))
-    assert (config.sampler.kind, config.sampler.demo_ratio) == (kind, demo_ratio)
-    chosen = BufferConfig(sampler=SamplerConfig(kind="recent", window=7))
-    assert learner_buffer_config(learning, PacingConfig(), chosen).sampler == chosen.sampler  # a choice is kept
+    config = learner_buffer_config(learning, PacingConfig(), BufferConfig())
+    assert (config.sampler.kind, config.sampler.demo_ratio) == (kind, demo_ratio)  # sac: auto follows the demos
+    for chosen in (SamplerConfig(kind="recent", window=7), SamplerConfig(kind="uniform")):
+        assert learner_buffer_config(learning, PacingConfig(), BufferConfig(sampler=chosen)).sampler == chosen
 
 
 def test_async_limits_samples_per_insert_to_the_ratio_and_sync_sizes_phases_itself() -> None:

@@ -262,3 +262,27 @@ def test_a_learner_whose_publication_halted_ends_as_failed(learner: Any) -> None
     learner.session.halted = "training diverged at update call 7: critic_loss is not finite"
     assert wait_until(lambda: learner.failure is not None, 10.0)
     assert learner.failure == "publication halted: training diverged at update call 7: critic_loss is not finite"
+
+
+def test_a_learner_that_reaches_its_stop_after_completes_the_run(
+    make_bus: Callable[..., ZenohBus], tmp_path: Path
+) -> None:
+    """Issue 14, finding 5, in process: `stop_after.episodes` met, the node completes the run (its runner then ends
+    the process with the run-complete exit code); before that, it runs on."""
+    from user.nodes.learner import LearnerNode
+
+    params = {"robots": [ROBOT], "run_dir": str(tmp_path / "run"), "learning": LEARNING, "torch_threads": 1,
+              "pacing": {"min_transitions": 10_000}, "stats_period_s": 0.1, "stop_after": {"episodes": 2}}  # fmt: skip
+    node = LearnerNode(make_bus("learner", params))
+    try:
+        asked: list[str] = []
+        node.request_stop = lambda: asked.append("stop")
+        _publish(make_bus, f"/{ROBOT}/transitions", [_encode(t) for t in episode(ROBOT, 0, 3)])
+        assert wait_until(lambda: node.session.counters.episodes == 1, 10.0)
+        assert not wait_until(lambda: node.completed is not None, 0.5)  # one episode: runs on
+        _publish(make_bus, f"/{ROBOT}/transitions", [_encode(t) for t in episode(ROBOT, 1, 3)])
+        assert wait_until(lambda: node.completed is not None, 10.0)
+        assert node.completed == "2 episodes stored (stop_after.episodes 2)" and asked == ["stop"]
+        assert node.failure is None
+    finally:
+        node.destroy()

@@ -122,6 +122,7 @@ def test_a_pedal_episode_end_press_stops_the_robots_episode(make_bus: Callable[.
         assert not wait_until(lambda: not node.loop.in_episode, 0.5)
         press.publish(dataclasses.replace(other, robot_id=robot))
         assert wait_until(lambda: not node.loop.in_episode, 5.0)
+        assert wait_until(lambda: any(t.done for t in inbox.seen()), 5.0)  # the last step is on its way to us
         seen = inbox.seen()
         assert seen[-1].truncated and not seen[-1].terminated and len(seen) < 400
         assert not any(t.done for t in seen[:-1]) and node.loop.ended_by_request == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 from test.conftest import wait_until
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import Action, Observation, action_from_msg, observation_to_msg
+from user.interfaces.stamps import header, now_ns
 from user.learner.config import LearningConfig
 from user.policies.gaussian import GaussianPolicy
 from user.policies.mlp import MLPPolicyConfig
@@ -141,3 +143,50 @@ def test_an_action_that_is_not_finite_is_never_sent(
     monkeypatch.undo()
     rig.observe(1)
     assert wait_until(lambda: rig.steps() == [1], WAIT_S)
+
+
+def _answered(rig: Rig, count: int) -> bool:
+    return len(rig.steps()) == count
+
+
+def test_random_steps_act_uniformly_at_random_until_the_learner_has_that_many(
+    make_bus: Callable[..., ZenohBus], topic: str
+) -> None:
+    """Issue 14, finding 5: standard SAC's warm-up. The same observation gets a different action each time while
+    the learner (its stats' env_steps) has fewer than `random_steps` transitions, then the policy's (deterministic
+    here: the same action for the same observation)."""
+    from user.nodes.rollout import RolloutNode
+
+    stats = f"{topic}_stats"
+    params = {"robots": [ROBOT], "learning": {"mlp": MLP, "exclude_state_prefixes": []}, "weights_topic": topic,
+              "report_period_s": 0.0, "deterministic": True, "random_steps": 100, "stats_topic": stats}  # fmt: skip
+    rollout = RolloutNode(make_bus("rollout", params))
+    try:
+        rig = Rig(rollout, Node(make_bus("robot")), topic)
+        own, _ = rig.learner(make_bus, "learner")
+        own.publish_now()
+        assert wait_until(lambda: rollout.weights.version == 1, WAIT_S)
+        for step in range(4):
+            rig.observe(step)
+            assert wait_until(partial(_answered, rig, step + 1), WAIT_S)
+        with rig.lock:
+            warm = [a.data for a in rig.actions]
+        assert all(np.all(np.abs(a) <= 1.0) for a in warm)
+        assert len({a.tobytes() for a in warm}) == 4  # random: no two alike
+        learner = rig.robot.create_publisher(stats, "user/msg/TrainingStats")
+        codec = rig.robot.codec
+        msg = codec.msg_class("user/msg/TrainingStats")(
+            header=header(now_ns(), "", codec), learner_id="learner", updates=0, policy_version=1,
+            buffer_transitions=100, env_steps=100, updates_per_second=0.0, names=[], values=np.zeros(0, np.float32),
+        )  # fmt: skip
+        assert wait_until(lambda: rig.robot.bus.count_subscribers(stats) >= 1, WAIT_S)
+        learner.publish(msg)
+        assert wait_until(lambda: not rollout.warming_up, WAIT_S)
+        for step in range(4, 7):
+            rig.observe(step)
+            assert wait_until(partial(_answered, rig, step + 1), WAIT_S)
+        with rig.lock:
+            policy = [a.data for a in rig.actions[4:]]
+        assert len({a.tobytes() for a in policy}) == 1  # the policy's mean for the same observation
+    finally:
+        rollout.destroy()

@@ -1,4 +1,5 @@
-"""GymRobot on Pendulum-v1: scaling to the env's bounds, seeding, holding without stepping the env."""
+"""GymRobot on Pendulum-v1: scaling to the env's bounds, seeding, holding without stepping the env; the env's own
+episode limit; gymnasium's MuJoCo envs out of the box; an env whose module is missing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from user.robots.base import NotConnectedError, RobotError
 from user.robots.gym_robot import GymRobot, GymState, rescale
 
-pytest.importorskip("gymnasium")
+gymnasium = pytest.importorskip("gymnasium")
 
 
 @pytest.fixture
@@ -146,4 +147,39 @@ def test_use_before_connect_or_reset_is_an_error() -> None:
 @pytest.mark.parametrize(("env_id", "message"), [("CartPole-v1", "Discrete"), ("NoSuchEnv-v0", "cannot make")])
 def test_envs_that_cannot_be_robots_are_refused(env_id: str, message: str) -> None:
     with pytest.raises(RobotError, match=message):
+        GymRobot(env_id)
+
+
+def test_the_env_s_own_episode_limit_is_known() -> None:
+    assert GymRobot("Pendulum-v1").max_episode_steps == 200  # its registered TimeLimit
+    unlimited = "UserTest/PendulumWithoutLimit-v0"
+    if unlimited not in gymnasium.registry:
+        gymnasium.register(unlimited, entry_point="gymnasium.envs.classic_control.pendulum:PendulumEnv")
+    robot = GymRobot(unlimited)
+    assert robot.max_episode_steps is None
+    robot.connect()
+    robot.close()
+    assert robot.max_episode_steps is None and GymRobot("Pendulum-v1").max_episode_steps == 200
+
+
+@pytest.mark.parametrize("env_id", ["InvertedPendulum-v5", "InvertedPendulum-v4", "Hopper-v5"])
+def test_mujoco_envs_start_and_step_out_of_the_box(env_id: str) -> None:
+    pytest.importorskip("mujoco")  # gymnasium's MuJoCo envs also import imageio: a main dependency
+    robot = GymRobot(env_id)
+    robot.connect()
+    try:
+        start = robot.reset(seed=0).vector()
+        result = robot.step(np.full(robot.action_space.shape, 0.5, np.float32))
+        assert not result.held and not result.clipped
+        assert not np.array_equal(result.state.vector(), start)  # the simulation moved
+        assert robot.max_episode_steps == 1000  # their own limit, not the driver's fallback of 200
+    finally:
+        robot.close()
+
+
+def test_an_env_whose_module_is_missing_is_refused_naming_the_module() -> None:
+    env_id = "UserTest/NeedsAMissingModule-v0"
+    if env_id not in gymnasium.registry:
+        gymnasium.register(env_id, entry_point="user_test_module_that_is_not_installed:Env")
+    with pytest.raises(RobotError, match=r"needs the Python module 'user_test_module_that_is_not_installed'"):
         GymRobot(env_id)

@@ -48,7 +48,7 @@ def test_an_unwritable_status_is_not_the_nodes_error(tmp_path: Path) -> None:
 
 
 def test_unknown_states_are_refused_when_written_and_ignored_when_read(tmp_path: Path) -> None:
-    known = "known: starting, running, config-error, failed"
+    known = "known: starting, running, config-error, failed, complete"
     with pytest.raises(ValueError, match=f"^unknown node state 'sleeping' \\({known}\\)$"):
         write_status("sleeping", "", tmp_path / "n.status")
     path = tmp_path / "other.status"
@@ -68,3 +68,9 @@ def test_one_line_joins_and_cuts() -> None:
     assert one_line(exact) == exact
     cut = one_line("y" * (MAX_REASON_CHARS + 1))
     assert len(cut) == MAX_REASON_CHARS and cut.endswith("yy...")
+
+
+def test_a_completed_run_s_reason_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "learner.status"
+    write_status("complete", "20 episodes stored (stop_after.episodes 20)", path)
+    assert read_status(path) == NodeStatus("complete", "20 episodes stored (stop_after.episodes 20)")

@@ -27,29 +27,56 @@ from user.policies.base import Policy
 
 @dataclass(frozen=True)
 class SACConfig:
-    """SAC settings; defaults follow the RLinf-USER tables (gamma 0.96, tau 0.005, lr 3e-4, batch 256)."""
+    """SAC settings. The defaults are the published ones of Haarnoja et al. 2018, "Soft Actor-Critic Algorithms
+    and Applications" (arXiv 1812.05905), Table 1: Adam at 3e-4 for actor, critics and temperature, discount 0.99,
+    Polyak rate 0.005 every step, 256 transitions per gradient step, two 256-256 critics with the minimum taken
+    (clipped double Q), target entropy -dim(A), one actor step per critic step; they are also
+    stable-baselines3's SAC defaults. The initial temperature 1.0 is theirs and softlearning's (the paper's code).
+    The update-to-data ratio (the paper's one gradient step per environment step) is the learner's
+    `pacing.updates_per_step`. RLinf-USER's peg-insertion runs differ (gamma 0.96 at 10 Hz control, see
+    config/*.yaml), and say so where they are set."""
 
-    gamma: float = setting(0.96, "discount factor", min=0.0, max=1.0)
-    tau: float = setting(0.005, "Polyak rate of the target critics", min=0.0, max=1.0)
-    actor_lr: float = setting(3e-4, "Adam learning rate of the actor", min=0.0)
-    critic_lr: float = setting(3e-4, "Adam learning rate of the critics (and their encoder)", min=0.0)
-    temperature_lr: float = setting(
-        3e-4, "Adam learning rate of the log-temperature; 0 keeps the temperature fixed at init_temperature", min=0.0
+    gamma: float = setting(0.99, "discount factor (Haarnoja et al. 2018: 0.99)", min=0.0, max=1.0)
+    tau: float = setting(0.005, "Polyak rate of the target critics (Haarnoja et al. 2018: 0.005)", min=0.0, max=1.0)
+    actor_lr: float = setting(3e-4, "Adam learning rate of the actor (Haarnoja et al. 2018: 3e-4)", min=0.0)
+    critic_lr: float = setting(
+        3e-4, "Adam learning rate of the critics and their encoder (Haarnoja et al. 2018: 3e-4)", min=0.0
     )
-    batch_size: int = setting(256, "transitions per update call (the buffer's sample size)", min=1)
-    num_critics: int = setting(2, "critics in the ensemble", min=1)
+    temperature_lr: float = setting(
+        3e-4,
+        "Adam learning rate of the log-temperature (Haarnoja et al. 2018: 3e-4); 0 keeps the temperature fixed "
+        "at init_temperature",
+        min=0.0,
+    )
+    batch_size: int = setting(
+        256, "transitions per update call (the buffer's sample size; Haarnoja et al. 2018: 256 per step)", min=1
+    )
+    num_critics: int = setting(2, "critics in the ensemble (2: clipped double Q)", min=1)
     critic_subsample: int | None = setting(None, "target = min over this many random critics; null = all")
-    critic_hidden: tuple[int, ...] = setting((256, 256), "hidden widths of each critic")
+    critic_hidden: tuple[int, ...] = setting((256, 256), "hidden widths of each critic (Haarnoja et al. 2018: 256-256)")
     critic_layer_norm: bool = setting(False, "LayerNorm after each hidden critic layer")
     actor_q: str = setting("min", "Q the actor maximises: min or mean over the ensemble", choices=("min", "mean"))
-    init_temperature: float = setting(1.0, "initial entropy temperature alpha", min=1e-8)
-    target_entropy: float | None = setting(None, "entropy the temperature aims for; null = -action_dim")
+    init_temperature: float = setting(
+        1.0, "initial entropy temperature alpha (stable-baselines3, softlearning: 1.0)", min=1e-8
+    )
+    target_entropy: float | None = setting(
+        None, "entropy the temperature aims for; null = -action_dim (Haarnoja et al. 2018)"
+    )
     backup_entropy: bool = setting(True, "include -alpha log pi(a'|s') in the TD target")
-    utd_ratio: int = setting(1, "critic steps per update call, each on 1/utd_ratio of the batch", min=1)
+    utd_ratio: int = setting(
+        1,
+        "critic steps per update call, each on 1/utd_ratio of the batch (the update-to-data ratio itself is the "
+        "learner's pacing.updates_per_step)",
+        min=1,
+    )
     critic_actor_ratio: int = setting(1, "critic steps per actor (and temperature) step", min=1)
     augmentation: str = setting("none", "image augmentation: none or drq (random shift)", choices=("none", "drq"))
     drq_pad: int = setting(4, "largest DrQ shift, pixels", min=0)
     grad_clip: float | None = setting(None, "clip gradient norms to this; null = no clipping")
+
+    def entropy_target(self, action_dim: int) -> float:
+        """The entropy the temperature aims for: `target_entropy`, or -action_dim when it is null."""
+        return self.target_entropy if self.target_entropy is not None else -float(action_dim)
 
     def __post_init__(self) -> None:
         if self.critic_subsample is not None and not 1 <= self.critic_subsample <= self.num_critics:
@@ -129,7 +156,7 @@ class SAC(Algorithm):
             ).to(policy.device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(math.log(cfg.init_temperature), device=policy.device, requires_grad=True)
-        self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -float(policy.action_dim)
+        self.target_entropy = cfg.entropy_target(policy.action_dim)
         self.actor_optim = torch.optim.Adam(policy.actor.parameters(), lr=cfg.actor_lr)
         self.critic_optim = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.temperature_optim = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr)

@@ -8,7 +8,7 @@ from typing import Literal
 from user.config.strict import setting
 
 FsyncPolicy = Literal["episode", "segment", "never"]
-SamplerKind = Literal["uniform", "recent", "staleness", "demo_ratio", "intervention"]
+SamplerKind = Literal["auto", "uniform", "recent", "staleness", "demo_ratio", "intervention"]
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,12 @@ class SamplerConfig:
     """Which transitions a batch draws from."""
 
     kind: SamplerKind = setting(
-        "demo_ratio",
-        "uniform | recent | staleness | demo_ratio (RLPD) | intervention (HG-DAgger)",
-        choices=("uniform", "recent", "staleness", "demo_ratio", "intervention"),
+        "auto",
+        "auto | uniform | recent | staleness | demo_ratio (RLPD) | intervention (HG-DAgger). auto: the "
+        "algorithm's own in a learner (rlpd: demo_ratio at rlpd.demo_ratio; hg_dagger: intervention); otherwise "
+        "(sac, a buffer on its own) half of each batch from demonstrations once the buffer holds any, uniform "
+        "over all transitions while it holds none",
+        choices=("auto", "uniform", "recent", "staleness", "demo_ratio", "intervention"),
     )
     demo_ratio: float = setting(
         0.5,

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from user.buffer.episode_window import RECENT_EPISODES, RecentEpisodes, WindowStats, recent_outcomes
 from user.buffer.index import Index
 
 
@@ -16,6 +17,8 @@ class RobotInfo:
     transitions: int
     success_rate: float
     last_episode_id: int = -1  # the robot's highest stored episode id (a resumed robot continues after it)
+    demo_episodes: int = 0  # of `episodes`, demonstrations
+    recent: WindowStats | None = None  # its latest `recent_window` online episodes (None: no online episode)
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class BufferInfo:
     tasks: dict[str, int] = field(default_factory=dict)  # task -> episodes
     first_wall_ns: int | None = None
     last_wall_ns: int | None = None
+    recent_window: int = RECENT_EPISODES  # episodes the `recent` figures are taken over
+    recent: WindowStats | None = None  # the latest `recent_window` online episodes of all robots
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,10 +74,12 @@ def _info(index: Index, directory: Path) -> BufferInfo:
     episodes, successes, online, online_successes = index.fetchall(
         "SELECT COUNT(*), SUM(success), SUM(NOT is_demo), SUM(success AND NOT is_demo) FROM episodes"
     )[0]
+    recent = RecentEpisodes(RECENT_EPISODES, recent_outcomes(index, RECENT_EPISODES))
+    per_robot = recent.robots()
     robots = {
-        robot: RobotInfo(int(eps), int(steps or 0), _rate(succ, eps), int(last))
-        for robot, eps, steps, succ, last in index.fetchall(
-            "SELECT robot_id, COUNT(*), SUM(steps), SUM(success), MAX(episode_id) FROM episodes "
+        robot: RobotInfo(int(eps), int(steps or 0), _rate(succ, eps), int(last), int(demo or 0), per_robot.get(robot))
+        for robot, eps, steps, succ, last, demo in index.fetchall(
+            "SELECT robot_id, COUNT(*), SUM(steps), SUM(success), MAX(episode_id), SUM(is_demo) FROM episodes "
             "GROUP BY robot_id ORDER BY robot_id"
         )
     }
@@ -95,4 +102,5 @@ def _info(index: Index, directory: Path) -> BufferInfo:
         tasks={str(t): int(n) for t, n in index.fetchall("SELECT task, COUNT(*) FROM episodes GROUP BY task")},
         first_wall_ns=first,
         last_wall_ns=last,
+        recent=recent.pooled(),
     )

@@ -276,6 +276,6 @@ def make_sampler(config: SamplerConfig) -> Sampler:
         return RecentSampler(config.window, config.seed)
     if config.kind == "staleness":
         return StalenessSampler(config.max_staleness, config.staleness_temperature, config.seed)
-    if config.kind == "demo_ratio":
+    if config.kind in ("demo_ratio", "auto"):  # auto: uniform until demonstrations are stored (`DemoRatioSampler`)
         return DemoRatioSampler(config.demo_ratio, config.seed)
     return InterventionSampler(config.include_demos, config.seed)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from user.buffer.bag_import import ImportResult, import_bag
 from user.buffer.config import BufferConfig
+from user.buffer.episode_window import WindowStats
 from user.buffer.errors import BufferError
 from user.buffer.export import EpisodeFilter, export_dataset
 from user.buffer.importer import ImportMapping
@@ -88,10 +89,25 @@ def _print_info(info: BufferInfo) -> None:
     versions = info.policy_versions
     shown = f"{versions[0]}..{versions[-1]} ({len(versions)} distinct)" if versions else "none"
     print(f"policy:        versions {shown}")
+    print(f"recent:        {_recent_text(info.recent, info.recent_window)}")
     for robot, r in info.robots.items():
-        print(f"robot {robot}: {r.episodes} episodes, {r.transitions} transitions, success {r.success_rate:.1%}")
+        print(
+            f"robot {robot}: {r.episodes} episodes ({r.demo_episodes} demo), {r.transitions} transitions, "
+            f"success {r.success_rate:.1%}; recent: {_recent_text(r.recent, info.recent_window)}"
+        )
     for task, n in info.tasks.items():
         print(f"task {task or '(none)'}: {n} episodes")
+
+
+def _recent_text(stats: WindowStats | None, window: int) -> str:
+    """The window of latest online episodes in words, e.g. for `user buffer info`."""
+    if stats is None:
+        return "no online episodes"
+    return (
+        f"{stats.episodes} online episodes (window {window}): return mean {stats.mean_return:.2f}, "
+        f"last {stats.last_return:.2f}; length {stats.mean_length:.1f} steps; success {stats.success_rate:.1%}; "
+        f"interventions {stats.mean_interventions:.1f} steps/episode"
+    )
 
 
 def run_info(args: argparse.Namespace) -> int:

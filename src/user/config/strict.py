@@ -195,14 +195,48 @@ def setting(
     return dataclasses.field(default=default, metadata=meta)
 
 
-def describe_settings(cls: type[Any]) -> list[tuple[str, str, Any, str]]:
-    """(name, type, default, description) of each field, for help output and ROS parameter descriptors."""
+def describe_settings(
+    cls: type[Any], prefix: str = "", values: Any = None, only: str = ""
+) -> list[tuple[str, str, Any, str]]:
+    """(name, type, default, description) of each leaf setting of dataclass `cls`, for help output.
+
+    Nested settings are listed one by one under their dotted names, the names ROS parameters have
+    (`learning.sac.gamma`: the `gamma` of the `sac` section of `learning`), each with the default its section's
+    default gives it. A setting of one kind says so at the end of its description ("[only with learning.algorithm
+    sac]"). `values` (a `cls` instance) supplies the defaults of a nested section; `only` its kind condition.
+    """
     hints = typing.get_type_hints(cls)
     rows = []
     for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        rows.append((f.name, getattr(tp, "__name__", str(tp)), default_of(f), str(f.metadata.get("doc", ""))))
+        if not f.init:
+            continue
+        tp, name = hints[f.name], f"{prefix}{f.name}"
+        value = getattr(values, f.name) if values is not None else default_of(f)
+        selection = selection_of(f)
+        condition = f"only with {prefix}{selection[0]} {' or '.join(selection[1])}" if selection else only
+        section = _dataclass_in(tp)
+        if section is not None:
+            rows.extend(describe_settings(section, f"{name}.", value, condition))
+            continue
+        doc = str(f.metadata.get("doc", "")) + (f" [{condition}]" if condition else "")
+        rows.append((name, _type_name(tp), value, doc))
     return rows
+
+
+def _dataclass_in(tp: Any) -> type[Any] | None:
+    """The settings dataclass a field's annotation names (`X` or `X | None`); None for any other type."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)] if _is_union(tp) else [tp]
+    inner = args[0] if len(args) == 1 else None
+    return inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
+def _type_name(tp: Any) -> str:
+    """`float`, `int | None`, `Literal['a', 'b']`, `tuple[int, ...]`: an annotation as a reader writes it."""
+    return tp.__name__ if isinstance(tp, type) and not typing.get_args(tp) else str(tp).replace("typing.", "")
 
 
 def _build_dataclass(cls: type[Any], value: Any, where: str) -> Any:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from user.deploy.respawn import NodeLife
-from user.runtime.status import CONFIG_ERROR, FAILED, NodeStatus, one_line, read_status
+from user.runtime.status import REASONED, NodeStatus, one_line, read_status
 
 _log = logging.getLogger("user.bringup")
 
@@ -108,7 +108,7 @@ class Child:
         """Why the process exited, in one line: the reason it wrote as its status, else (a failure) the last line
         of its output since it started; '' when it gave none (a signal killed it, or it stopped cleanly)."""
         status = self.status()
-        if status is not None and status.state in (CONFIG_ERROR, FAILED) and status.reason:
+        if status is not None and status.state in REASONED and status.reason:
             return status.reason
         if code is not None and code > 0:
             return last_line(self.log_path, self._log_offset)

@@ -20,13 +20,21 @@ import signal
 from dataclasses import dataclass
 
 from user.deploy.commands import NodeLaunch
-from user.runtime.status import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK, EXIT_SHUTDOWN_TIMEOUT, EXIT_UNAVAILABLE
+from user.runtime.status import (
+    EXIT_CONFIG_ERROR,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_RUN_COMPLETE,
+    EXIT_SHUTDOWN_TIMEOUT,
+    EXIT_UNAVAILABLE,
+)
 
 _MEANINGS = {
     EXIT_FAILED: "failed",
     EXIT_CONFIG_ERROR: "configuration error",
     EXIT_SHUTDOWN_TIMEOUT: "shutdown took too long",
     EXIT_UNAVAILABLE: "something it needs did not answer",
+    EXIT_RUN_COMPLETE: "the run is complete",
 }
 
 
@@ -34,6 +42,7 @@ class Outcome(enum.Enum):
     RESPAWN = "respawn"
     FINISHED = "finished"
     GONE = "gone"  # failed, and not started again
+    COMPLETE = "complete"  # the run is complete: the whole deployment stops, cleanly
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,8 @@ class NodeLife:
             what += f" after it did not report running within {self.launch.start_timeout_s:g} s"
         if reason:
             what += f": {reason}"
+        if code == EXIT_RUN_COMPLETE:
+            return Verdict(Outcome.COMPLETE, f"{what}; stopping the deployment", stops_deployment=True)
         if code == EXIT_CONFIG_ERROR:
             return self._gone(f"{what}; not respawned: the same configuration fails the same way")
         if code == EXIT_OK and not self.launch.respawn and not self.start_overdue:

@@ -22,7 +22,7 @@ from user.deploy.deployment import Deployment, load, resolve_path
 from user.deploy.respawn import NodeLife
 from user.deploy.run_dir import bind, continue_episode_ids, fresh_run_dir, save
 from user.runtime.kinds import load_kind
-from user.runtime.status import CONFIG_ERROR, ENV_STATUS_FILE, FAILED, RUNNING, read_status
+from user.runtime.status import ENV_STATUS_FILE, REASONED, RUNNING, read_status
 
 SIGKILL_AFTER_SIGTERM_S = 2.0  # after SIGTERM, how long a node gets before SIGKILL
 START_CHECK_MARGIN_S = 0.5  # the start deadline is checked this long after it passed
@@ -61,9 +61,9 @@ class RosNodeLaunch:
         return self.launch.start_timeout_s + START_CHECK_MARGIN_S
 
     def exit_reason(self) -> str:
-        """The one-line reason the node wrote for its failure, or ''."""
+        """The one-line reason the node wrote for its failure (or for completing the run), or ''."""
         status = read_status(self.status_file)
-        return status.reason if status is not None and status.state in (CONFIG_ERROR, FAILED) else ""
+        return status.reason if status is not None and status.state in REASONED else ""
 
     def late_start(self, life: NodeLife, now: float) -> str | None:
         """At its start deadline: None when the node reported running; else the line to log before stopping it."""

@@ -186,6 +186,10 @@ class Supervisor:
         if verdict.outcome is Outcome.FINISHED:
             _log.info("%s", verdict.line)
             return
+        if verdict.outcome is Outcome.COMPLETE:  # the others are stopped as on Ctrl-C; bringup exits 0
+            _log.info("%s", verdict.line)
+            self.stop_event.set()
+            return
         _log.error("%s", verdict.line)
         self.failed = True
         if verdict.stops_deployment:

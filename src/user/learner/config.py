@@ -59,8 +59,9 @@ class LearningConfig:
         return ALGORITHMS[self.algorithm].build(self, policy)
 
     def sampler_for(self, sampler: SamplerConfig) -> SamplerConfig:
-        """The buffer's sampler for this algorithm: a `uniform` sampler becomes the algorithm's own kind."""
-        return ALGORITHMS[self.algorithm].sampler(self, sampler) if sampler.kind == "uniform" else sampler
+        """The buffer's sampler for this algorithm: `auto` (the default) becomes the algorithm's own kind; a kind
+        chosen by name is kept."""
+        return ALGORITHMS[self.algorithm].sampler(self, sampler) if sampler.kind == "auto" else sampler
 
     def state_selector(self) -> StateSelector:
         return StateSelector(self.exclude_state_prefixes, self.state_dim)
@@ -83,7 +84,7 @@ class AlgorithmEntry:
     build: Callable[[LearningConfig, GaussianPolicy], Algorithm]  # the algorithm training a policy
     batch_size: Callable[[LearningConfig], int]  # rows per update call
     gradient_steps: Callable[[LearningConfig], int]  # gradient (critic) steps per update call
-    sampler: Callable[[LearningConfig, SamplerConfig], SamplerConfig]  # what a `uniform` sampler becomes
+    sampler: Callable[[LearningConfig, SamplerConfig], SamplerConfig]  # what an `auto` sampler becomes
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
         build=lambda c, policy: SAC(policy, c.sac, seed=c.seed),
         batch_size=lambda c: c.sac.batch_size,
         gradient_steps=lambda c: c.sac.utd_ratio,
+        # auto as it is: half demonstrations once there are any (SAC from demos), uniform while there are none
         sampler=lambda _c, s: s,
     ),
     "hg_dagger": AlgorithmEntry(

@@ -1,19 +1,43 @@
-"""A run's progress on disk: `progress.csv` (one row per stats period), TensorBoard event files under
-`tensorboard/`, and `learning_curve.png` (success rate and update rate against wall time), redrawn every
-`plot_every_s` and at close. TensorBoard and matplotlib are optional: without them the CSV is still written
-and the reason is logged once."""
+"""A run's progress on disk: `progress.csv` (one row per stats period), `episodes.csv` (one row per stored
+episode), TensorBoard event files under `tensorboard/`, and `learning_curve.png` (see `user.learner.curve`),
+redrawn every `plot_every_s` and at close. TensorBoard and matplotlib are optional: without them the CSVs are
+still written and the reason is logged once. None of these outputs can stop a run: a write that fails (a full
+disk, TensorBoard's writer thread dead) is logged once per output until it works again, never raised, and a
+broken TensorBoard writer is opened anew at the next write.
+
+Steps are never ambiguous: `env_steps` counts transitions received from robots, `gradient_steps` the
+optimiser steps, `update_calls` the algorithm's update calls (each of `gradient_steps_per_update` steps).
+TensorBoard's step axis is `env_steps`. The episode figures (`recent_*`, `last_return`) are over the latest
+RECENT_EPISODES online episodes of all robots (demonstrations left out, see `user.buffer.episode_window`);
+TensorBoard has them pooled and per robot (`episodes/pooled/<figure>`, `episodes/robot/<id>/<figure>`), and
+episodes.csv has every episode of every robot.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from user.buffer.episode_window import (
+    RECENT_EPISODES,
+    EpisodeOutcome,
+    RecentEpisodes,
+    WindowStats,
+    latest_outcome,
+    recent_outcomes,
+)
+from user.buffer.errors import BufferError
+from user.buffer.index import Index
 from user.learner.checkpoint import LearnerCounters
+from user.learner.csv_log import CsvLog, read_rows
+from user.learner.curve import curve_data, draw
 from user.learner.trainer import TrainerCounters
 
 _log = logging.getLogger("user.learner.progress")
@@ -24,15 +48,46 @@ COLUMNS = (
     "env_steps",
     "episodes",
     "successes",
-    "recent_success_rate",
+    "recent_success_rate",  # demonstrations included (as `successes`)
     "update_calls",
     "gradient_steps",
-    "updates_per_s",
+    "gradient_steps_per_s",  # was `updates_per_s`
     "policy_version",
     "buffer_transitions",
     "idle_fraction",
+    "recent_return_mean",  # the rest: over the latest RECENT_EPISODES online episodes, empty before the first
+    "last_return",
+    "recent_length_mean",
+    "recent_online_success_rate",
+    "recent_interventions_mean",
 )
-RECENT_EPISODES = 20  # the success rate shown is over this many latest episodes
+RENAMED = {"updates_per_s": "gradient_steps_per_s"}  # progress.csv of older versions, rewritten on resume
+EPISODE_COLUMNS = (
+    "wall_time",
+    "elapsed_s",  # since the run first started (a resumed run continues)
+    "env_steps",  # the learner's count of transitions received, this episode included
+    "robot_id",
+    "episode_id",
+    "steps",
+    "episode_return",
+    "success",
+    "interventions",
+    "is_demo",
+)
+_WINDOW_COLUMNS = {  # progress.csv column / TensorBoard name -> the window's figure
+    "recent_return_mean": "mean_return",
+    "last_return": "last_return",
+    "recent_length_mean": "mean_length",
+    "recent_online_success_rate": "success_rate",
+    "recent_interventions_mean": "mean_interventions",
+}
+_TB_NAMES = {
+    "mean_return": "return_mean",
+    "last_return": "last_return",
+    "mean_length": "length_mean",
+    "success_rate": "success_rate",
+    "mean_interventions": "interventions_mean",
+}
 
 
 def _preload_matplotlib() -> None:
@@ -45,31 +100,119 @@ def _preload_matplotlib() -> None:
         _log.debug("matplotlib not available: %s", exc)
 
 
-class ProgressLog:
-    """Appends progress rows; resumable (a resumed run appends to the same files)."""
+def _run_start(path: Path, now: float) -> float:
+    """When the run first started: its first progress row's wall time less its elapsed time; else `now`."""
+    if not path.exists():
+        return now
+    with open(path, newline="", encoding="utf-8") as f:
+        first = next(csv.DictReader(f), None)
+    try:
+        return float(first["wall_time"]) - float(first["elapsed_s"]) if first else now
+    except (KeyError, TypeError, ValueError):
+        return now
 
-    def __init__(self, run_dir: Path, plot_every_s: float = 30.0) -> None:
+
+class ProgressLog:
+    """Appends progress and episode rows; resumable (a resumed run appends to the same files). `index`: the
+    run's buffer index, whose stored online episodes fill the recent windows (a resumed run shows them at
+    once) and whose newest episode `episode_stored` writes."""
+
+    def __init__(self, run_dir: Path, plot_every_s: float = 30.0, index: Index | None = None) -> None:
         self.run_dir = run_dir
+        self._index = index
         self.path = run_dir / "progress.csv"
-        new = not self.path.exists()
-        self._file = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self._csv = csv.writer(self._file)
-        if new:
-            self._csv.writerow(COLUMNS)
+        self.episodes_path = run_dir / "episodes.csv"
+        self.run_start = _run_start(self.path, time.time())
+        self._csv = CsvLog(self.path, COLUMNS, RENAMED)
+        self._episodes = CsvLog(self.episodes_path, EPISODE_COLUMNS)
+        self._recent = RecentEpisodes(RECENT_EPISODES, recent_outcomes(index) if index is not None else ())
+        self._lock = threading.Lock()  # episodes arrive on bus threads, rows are written on the report thread
         self._started = time.monotonic()
         self._plot_every_s = plot_every_s
         self._last_plot = time.monotonic()
         self._outcomes: deque[tuple[int, int]] = deque()  # (episodes, successes) at each row, for the recent rate
         self._tb: Any = None
+        self._tb_broken = False  # its last write failed: open a new writer (a new event file) before the next
+        self._failing: set[str] = set()  # outputs whose last write failed (logged once until they work again)
         # matplotlib takes a second or more to import on a busy machine; do it now, off the node's threads, so
         # drawing the final curve at shutdown stays well inside the node's shutdown deadline
         threading.Thread(target=_preload_matplotlib, name="progress-preload", daemon=True).start()
         try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+            self._tb = self._open_tensorboard()
         except Exception as exc:  # tensorboard not installed: CSV and PNG only
             _log.warning("no TensorBoard logs: %s", exc)
+
+    def _open_tensorboard(self) -> Any:
+        from torch.utils.tensorboard import SummaryWriter
+
+        return SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def _guarded(self, what: str, write: Callable[[], object]) -> bool:
+        """Run one output's write; a failure is logged once (until the output works again), never raised."""
+        try:
+            write()
+        except Exception as exc:
+            if what not in self._failing:
+                self._failing.add(what)
+                _log.error("%s not written (%s: %s); the run goes on, and the next write tries again",
+                           what, type(exc).__name__, exc)  # fmt: skip
+            return False
+        if what in self._failing:
+            self._failing.discard(what)
+            _log.warning("%s written again", what)
+        return True
+
+    def _write_tensorboard(self, write: Callable[[], object]) -> None:
+        if self._tb_broken:
+            with contextlib.suppress(Exception):
+                self._tb.close()
+            self._tb = self._open_tensorboard()
+            self._tb_broken = False
+        write()
+
+    def episode_stored(self, env_steps: int) -> None:
+        """The index's newest episode, just stored, into the progress files (`env_steps`: this one included).
+        A failure is logged, never raised: the episode is stored, only its progress row is missing."""
+        try:
+            outcome = latest_outcome(self._index) if self._index is not None else None
+        except (BufferError, OSError, ValueError) as exc:
+            _log.warning("episode stored, but not read back for %s: %s", self.episodes_path, exc)
+            return
+        if outcome is not None:
+            self._guarded(str(self.episodes_path), lambda: self.episode(outcome, env_steps))
+
+    def episode(self, outcome: EpisodeOutcome, env_steps: int, wall: float | None = None) -> None:
+        """One stored episode: a row of episodes.csv, and into the recent windows unless a demonstration.
+        `env_steps`: transitions received so far, this episode's included."""
+        wall = time.time() if wall is None else wall
+        with self._lock:
+            self._recent.add(outcome)
+            self._episodes.append(
+                {
+                    "wall_time": f"{wall:.3f}",
+                    "elapsed_s": f"{wall - self.run_start:.3f}",
+                    "env_steps": env_steps,
+                    "robot_id": outcome.robot_id,
+                    "episode_id": outcome.episode_id,
+                    "steps": outcome.steps,
+                    "episode_return": repr(float(outcome.episode_return)),
+                    "success": int(outcome.success),
+                    "interventions": outcome.interventions,
+                    "is_demo": int(outcome.is_demo),
+                }
+            )
+
+    def recent(self) -> tuple[WindowStats | None, dict[str, WindowStats]]:
+        """The latest online episodes of all robots (None before the first) and of each robot."""
+        with self._lock:
+            return self._recent.pooled(), self._recent.robots()
+
+    def recent_values(self) -> dict[str, float]:
+        """The pooled window as named values (for the stats message); empty before the first online episode."""
+        pooled, _ = self.recent()
+        if pooled is None:
+            return {}
+        return {column: float(getattr(pooled, name)) for column, name in _WINDOW_COLUMNS.items()}
 
     def recent_success_rate(self, counters: LearnerCounters) -> float:
         """Success over roughly the latest RECENT_EPISODES episodes (from the counters' history)."""
@@ -83,72 +226,82 @@ class ProgressLog:
     def write(
         self, wall: float, trainer: TrainerCounters, counters: LearnerCounters, buffered: int, rate: float
     ) -> float:
-        """One row; returns the recent success rate."""
+        """One row (`rate`: gradient steps per second); returns the recent success rate."""
         recent = self.recent_success_rate(counters)
         total = trainer.busy_s + trainer.idle_s
         idle = trainer.idle_s / total if total > 0 else 1.0
-        row = (
-            f"{wall:.3f}",
-            f"{time.monotonic() - self._started:.3f}",
-            counters.env_steps,
-            counters.episodes,
-            counters.successes,
-            f"{recent:.4f}",
-            trainer.update_calls,
-            trainer.gradient_steps,
-            f"{rate:.3f}",
-            counters.policy_version,
-            buffered,
-            f"{idle:.4f}",
-        )
-        self._csv.writerow(row)
-        self._file.flush()
+        pooled, robots = self.recent()
+        row: dict[str, object] = {
+            "wall_time": f"{wall:.3f}",
+            "elapsed_s": f"{time.monotonic() - self._started:.3f}",
+            "env_steps": counters.env_steps,
+            "episodes": counters.episodes,
+            "successes": counters.successes,
+            "recent_success_rate": f"{recent:.4f}",
+            "update_calls": trainer.update_calls,
+            "gradient_steps": trainer.gradient_steps,
+            "gradient_steps_per_s": f"{rate:.3f}",
+            "policy_version": counters.policy_version,
+            "buffer_transitions": buffered,
+            "idle_fraction": f"{idle:.4f}",
+        }
+        if pooled is not None:
+            row.update({column: f"{getattr(pooled, name):.6g}" for column, name in _WINDOW_COLUMNS.items()})
+        with self._lock:
+            self._guarded(str(self.path), lambda: self._csv.append(row))
         if self._tb is not None:
-            step = counters.env_steps
-            self._tb.add_scalar("progress/recent_success_rate", recent, step)
-            self._tb.add_scalar("progress/updates_per_s", rate, step)
-            self._tb.add_scalar("progress/policy_version", counters.policy_version, step)
-            self._tb.add_scalar("progress/buffer_transitions", buffered, step)
-            for key, value in trainer.last.items():
-                self._tb.add_scalar(f"train/{key}", value, step)
+
+            def tensorboard() -> None:
+                self._tensorboard(counters.env_steps, recent=recent, rate=rate, trainer=trainer, counters=counters,
+                                  buffered=buffered)  # fmt: skip
+                self._tensorboard_episodes(counters.env_steps, pooled, robots)
+
+            self._tb_broken = not self._guarded("TensorBoard", lambda: self._write_tensorboard(tensorboard))
         if time.monotonic() - self._last_plot >= self._plot_every_s:
-            self.plot()
+            self._guarded("learning_curve.png", self.plot)
         return recent
 
-    def plot(self) -> Path | None:
-        """Redraw learning_curve.png from progress.csv; None (logged) when matplotlib is missing."""
-        self._last_plot = time.monotonic()
-        try:
-            import matplotlib
+    def _tensorboard(
+        self,
+        step: int,
+        *,
+        recent: float,
+        rate: float,
+        trainer: TrainerCounters,
+        counters: LearnerCounters,
+        buffered: int,
+    ) -> None:
+        tb = self._tb
+        tb.add_scalar("progress/recent_success_rate", recent, step)
+        tb.add_scalar("progress/gradient_steps_per_s", rate, step)
+        tb.add_scalar("progress/gradient_steps", trainer.gradient_steps, step)
+        tb.add_scalar("progress/episodes", counters.episodes, step)
+        tb.add_scalar("progress/policy_version", counters.policy_version, step)
+        tb.add_scalar("progress/buffer_transitions", buffered, step)
+        for key, value in trainer.last.items():
+            tb.add_scalar(f"train/{key}", value, step)
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except Exception as exc:
-            _log.warning("no learning-curve PNG: %s", exc)
+    def _tensorboard_episodes(self, step: int, pooled: WindowStats | None, robots: dict[str, WindowStats]) -> None:
+        """`episodes/pooled/<figure>` and `episodes/robot/<id>/<figure>` over the recent windows, at `step`."""
+        named = {f"episodes/robot/{robot}": stats for robot, stats in robots.items()}
+        if pooled is not None:
+            named["episodes/pooled"] = pooled
+        for prefix, stats in named.items():
+            for name, tag in _TB_NAMES.items():
+                self._tb.add_scalar(f"{prefix}/{tag}", float(getattr(stats, name)), step)
+
+    def plot(self) -> Path | None:
+        """Redraw learning_curve.png from episodes.csv and progress.csv; None (logged) without matplotlib."""
+        self._last_plot = time.monotonic()
+        data = curve_data(read_rows(self.episodes_path), read_rows(self.path), self.run_start)
+        if not data.rate_at and not data.series[-1].at:
             return None
-        with open(self.path, newline="", encoding="utf-8") as f:
-            rows = [r for r in csv.DictReader(f) if r.get("env_steps")]
-        if not rows:
-            return None
-        steps = [int(r["env_steps"]) for r in rows]
-        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-        ax1.plot(steps, [float(r["recent_success_rate"]) for r in rows])
-        ax1.set_ylabel(f"success (last {RECENT_EPISODES} ep.)")
-        ax1.set_ylim(-0.02, 1.02)
-        ax2.plot(steps, [float(r["updates_per_s"]) for r in rows])
-        ax2.set_ylabel("gradient steps / s")
-        ax2.set_xlabel("environment steps")
-        fig.suptitle(self.run_dir.name)
-        fig.tight_layout()
-        out = self.run_dir / "learning_curve.png"
-        fig.savefig(out, dpi=80)
-        plt.close(fig)
-        return out
+        return draw(data, self.run_dir / "learning_curve.png", self.run_dir.name)
 
     def close(self) -> None:
-        try:
-            self.plot()
-        finally:
-            self._file.close()
-            if self._tb is not None:
-                self._tb.close()
+        """The final curve, then every file closed; what fails is logged (a full disk must not fail the stop)."""
+        self._guarded("learning_curve.png", self.plot)
+        self._guarded(str(self.path), self._csv.close)
+        self._guarded(str(self.episodes_path), self._episodes.close)
+        if self._tb is not None:
+            self._guarded("TensorBoard", self._tb.close)

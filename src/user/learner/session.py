@@ -152,7 +152,7 @@ class LearningSession:
         self.halted: str | None = None  # why weights are no longer published (training diverged), if they are not
         self.resumed = self._resume() if config.resume else False
         self._last_report = (time.monotonic(), self.trainer.counters.gradient_steps)
-        self.progress = ProgressLog(config.run_dir)
+        self.progress = ProgressLog(config.run_dir, index=self.buffer.storage.index)  # episodes stored: shown
 
     # ---- life -----------------------------------------------------------------------------------
 
@@ -178,6 +178,10 @@ class LearningSession:
         self._stop.set()
         if not self.trainer.stop(JOIN_TIMEOUT_S):
             self.log.error("training thread did not stop within %.1f s", JOIN_TIMEOUT_S)
+        c = self.trainer.snapshot()
+        self.log.info("update-to-data ratio reached: %.3f gradient steps per transition (set %.3f), %d gradient "
+                      "steps over %d transitions", self.ratio_reached(c.gradient_steps, self.counters.env_steps),
+                      self.config.pacing.updates_per_step, c.gradient_steps, self.counters.env_steps)  # fmt: skip
         if self._sync_thread is not None:
             self._sync_thread.join(JOIN_TIMEOUT_S)
         try:
@@ -239,9 +243,11 @@ class LearningSession:
         return True
 
     def _count_episode(self, steps: int, success: bool) -> None:
+        """Count the episode the buffer stored last (callers hold the lock: no other was stored since)."""
         self.counters.episodes += 1
         self.counters.env_steps += steps
         self.counters.successes += int(success)
+        self.progress.episode_stored(self.counters.env_steps)  # its return, length, success, interventions
 
     # ---- training -------------------------------------------------------------------------------
 
@@ -364,9 +370,21 @@ class LearningSession:
             "successes": float(counters.successes),
             "idle_fraction": self.trainer.idle_fraction(),
             "publishing_halted": float(self.halted is not None),
+            "updates_per_step_reached": self.ratio_reached(c.gradient_steps, counters.env_steps),
+            **self.progress.recent_values(),  # return, length, success, interventions of recent online episodes
         }
         self.progress.write(time.time(), c, counters, buffered, rate)
         return SessionStats(c, counters, buffered, rate, values)
+
+    def recent_success(self) -> tuple[float | None, int]:
+        """The success rate of the recent online episodes (the progress window) and how many it holds."""
+        pooled, _ = self.progress.recent()
+        return (None, 0) if pooled is None else (pooled.success_rate, pooled.episodes)
+
+    @staticmethod
+    def ratio_reached(gradient_steps: int, env_steps: int) -> float:
+        """The update-to-data ratio so far: gradient steps per transition received (0 before any)."""
+        return gradient_steps / env_steps if env_steps else 0.0
 
     def buffer_info(self) -> BufferInfo:
         with self._lock:

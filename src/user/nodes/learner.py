@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from user.buffer.config import BufferConfig
-from user.bus.base import RELIABLE, Bus
+from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Transition, is_canonical_transition, transition_from_msg
 from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
@@ -53,12 +53,15 @@ from user.interfaces.refusals import Refusals
 from user.interfaces.stamps import header, now_ns
 from user.interfaces.validate import InvalidMessageError, check_episode_event, check_transition
 from user.learner.config import LearningConfig, PacingConfig
+from user.learner.data_credit import DataCredit
 from user.learner.device import DEVICE_HELP
 from user.learner.session import LearningSession, SessionConfig
+from user.learner.stop_after import StopAfter
 from user.runtime.node import Node
 from user.sync.chunking import DTYPES
 from user.sync.publisher import WeightPublisher
 
+CREDIT_PERIOD_S = 0.05  # how often the data credit goes out (robots may run `credit_tolerance` ahead)
 MAX_REPLAYS = 64  # re-sent episodes received at once; beyond, the oldest unfinished one is dropped
 
 
@@ -88,6 +91,18 @@ class LearnerParams:
     torch_threads: int = setting(0, "torch CPU threads; 0 = torch's default", min=0)
     device: str = setting("cpu", DEVICE_HELP)
     sync_train_timeout_s: float = setting(600.0, "sync mode: longest training phase, s", min=1.0)
+    credit_topic: str = setting(
+        "/data_credit",
+        "async: publish the data credit here, so that robots that are not real time (sim, gym) wait while they are "
+        "ahead of the update-to-data ratio and the set ratio is the one reached (user.learner.data_credit); empty: "
+        "never hold them (the learner then falls behind robots faster than it)",
+    )
+    stop_after: StopAfter = setting(
+        StopAfter(), "end the run when one of these is reached: final checkpoint, then every node stops (exit 0)"
+    )
+    credit_tolerance: int = setting(
+        256, "async: transitions robots may run ahead of the update-to-data ratio before they wait", min=1
+    )
 
     def __post_init__(self) -> None:
         if not self.robots:
@@ -136,6 +151,8 @@ class LearnerNode(Node):
             publisher=p.learner_id,
         )
         self._stats_pub = self.create_publisher(p.stats_topic, "user/msg/TrainingStats", RELIABLE)
+        self._started = time.monotonic()  # stop_after.wall_time_s counts from here
+        self.credit: DataCredit | None = None  # async: what robots that can wait may still send
         self.rejected = 0  # valid transitions the buffer could not store (logged with the reason)
         self.refusals = Refusals(self.log)  # messages refused at the door, per cause (see user.interfaces.validate)
         self._acks = {r: self.create_publisher(f"/{r}/episode_acks", "user/msg/EpisodeAck", RELIABLE) for r in p.robots}
@@ -152,6 +169,8 @@ class LearnerNode(Node):
         self.create_timer(p.stats_period_s, self._publish_stats)
         if p.pacing.mode == "sync":  # a second receipt: the version trained on the episode (the rollout waits for it)
             self.session.on_trained = self._acknowledge
+        elif p.credit_topic:
+            self._start_credit()
         version = self.session.start(self.publisher)
         self.log.info(
             "learning %s (%s, %s) from %s; buffer %d transitions; policy version %d%s",
@@ -269,11 +288,33 @@ class LearnerNode(Node):
 
     # ---- reports --------------------------------------------------------------------------------
 
+    def _start_credit(self) -> None:
+        """Async: the data credit, counted from now (data already stored, a resumed run or demos, is not owed)."""
+        p, session = self.params, self.session
+        limiter, received = session.buffer.rate_limiter, session.counters.env_steps
+        self.credit = DataCredit(limiter, p.credit_tolerance, session.buffer.config.batch_size, received)
+        self._credit_pub = self.create_publisher(p.credit_topic, "user/msg/DataCredit", BEST_EFFORT)
+        self.create_timer(CREDIT_PERIOD_S, self._publish_credit)
+
+    def _publish_credit(self) -> None:
+        credit = self.credit.credit(self.session.counters.env_steps) if self.credit is not None else None
+        if credit is None or self.session.stopped:
+            return
+        self._credit_pub.publish(
+            self.codec.msg_class("user/msg/DataCredit")(
+                header=header(now_ns(), "", self.codec),
+                learner_id=self.params.learner_id,
+                credit=credit,
+                updates_per_step=self.params.pacing.updates_per_step,
+            )
+        )
+
     def _publish_stats(self) -> None:
         if self.session.stopped:
             return  # shutting down: the progress files are being closed
         r = self.session.report()
         self._check_health()
+        self._check_complete()
         self._stats_pub.publish(
             self.codec.msg_class("user/msg/TrainingStats")(
                 header=header(now_ns(), "", self.codec),
@@ -297,6 +338,17 @@ class LearnerNode(Node):
             self.fail(f"training stopped: {failed}")
         elif self.session.halted is not None:
             self.fail(f"publication halted: {self.session.halted}")
+
+    def _check_complete(self) -> None:
+        """The run is complete once a `stop_after` condition is met (the final checkpoint is written on the way out)."""
+        stop_after = self.params.stop_after
+        if not stop_after.active:
+            return
+        c = self.session.counters
+        success, window = self.session.recent_success()
+        why = stop_after.reached(c.env_steps, c.episodes, time.monotonic() - self._started, success, window)
+        if why is not None:
+            self.complete(why)
 
     def _on_checkpoint(self, request: Any) -> Any:
         del request

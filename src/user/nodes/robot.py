@@ -19,9 +19,9 @@ thread to reset the robot (a real arm drives home for seconds), so it runs on th
 (`OwnThread`), never in front of the e-stop, actions and interventions. A latched e-stop refuses resets (the
 running episode goes on, held) until it is cleared.
 
-With `state_dir` set, the next episode id is saved before each episode starts (`DurableEpisodeIds`): a node
-respawned after a crash continues its ids, so it sends no episode id twice and, since an expert drives the
-ids below its `until_episode`, redoes no demonstration.
+With `state_dir`, a respawned node continues its episode ids (no id twice, no demonstration redone) and still
+delivers the episodes the learner had not acknowledged. Not in real time, it waits while it is ahead of the
+learner's update-to-data ratio (`credit_topic`, `user.robot_loop.data_credit`).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
 from user.interfaces.stamps import header
 from user.rewards.human import PressMode
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
+from user.robot_loop.data_credit import CreditGate
 from user.robot_loop.driver_spec import DriverSpec
 from user.robot_loop.drivers import build_driver
 from user.robot_loop.episode_ids import DurableEpisodeIds, EpisodeIdError, EpisodeIds
@@ -86,6 +87,8 @@ class RobotNodeParams(DriverSpec):
         20, "completed episodes kept until the learner acknowledges them (re-sent if not); 0 = no outbox", min=0
     )
     outbox_resend_s: float = setting(5.0, "re-send an unacknowledged episode after this long, s", min=0.1)
+    credit_topic: str = setting("/data_credit", "not real time: wait on the learner's credit here while ahead of "
+                                "its update-to-data ratio (real time: never); empty: never wait")  # fmt: skip
     embodiment_in_state: bool = setting(False, "append the embodiment id to the state (one policy, several arm types)")
     human_reward_topic: str = setting(
         "",
@@ -138,6 +141,9 @@ class RobotNode(Node):
             self._pub_replay = self.create_publisher(f"{ns}/transitions/replay", "user/msg/Transition", RELIABLE)
             self.create_subscription(f"{ns}/episode_acks", "user/msg/EpisodeAck", self._on_ack)
             self.create_timer(min(1.0, p.outbox_resend_s / 2), self._resend)
+        credit = self.credit = CreditGate() if not p.realtime and p.credit_topic else None
+        if credit is not None:
+            self.create_subscription(p.credit_topic, "user/msg/DataCredit", credit.on_message, BEST_EFFORT)
         self._pub_event = self.create_publisher(f"{ns}/episode_events", "user/msg/EpisodeEvent", RELIABLE)
         self._pub_joints = self.create_publisher(f"{ns}/joint_states", "sensor_msgs/msg/JointState", BEST_EFFORT)
         self._pub_images = {
@@ -283,8 +289,8 @@ class RobotNode(Node):
         obs = self.loop.observation
         if obs is not None:  # fast mode: lockstep with the policy; real time: at most half a period
             self.gate.wait_for_policy(obs.episode_id, obs.step, self._wait_s)
-        if self._stop.is_set():
-            return
+        if self._stop.is_set() or (self.credit is not None and not self.credit.take(IDLE_S)):
+            return  # stopping, or ahead of the learner's update-to-data ratio: this step waits
         self._publish(self.loop.tick())
         if self._pacer is not None:
             self._pacer.wait()

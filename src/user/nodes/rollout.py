@@ -78,6 +78,13 @@ class RolloutParams:
         600.0, "sync: longest wait for the learner's version trained on a robot's episode, s", min=0.1
     )
     reset_timeout_s: float = setting(15.0, "sync: reset service deadline, s", min=0.1)
+    random_steps: int = setting(
+        0,
+        "act uniformly at random in [-1, 1] until the learner has received this many transitions (its stats' "
+        "env_steps), as standard SAC warms up (CleanRL: 5000 steps); 0 = act with the policy from the start",
+        min=0,
+    )
+    stats_topic: str = setting("/learner/stats", "random_steps: where the learner's stats (env_steps) come from")
     torch_threads: int = setting(1, "torch CPU threads for inference", min=1)
     report_period_s: float = setting(
         60.0, "log observations answered, latency p50/p99 and mean batch size this often, s; 0 = never", min=0.0
@@ -119,6 +126,10 @@ class RolloutNode(Node):
         self.latencies_s: deque[float] = deque(maxlen=LATENCY_WINDOW)  # receive -> publish, per observation
         self.batch_sizes: deque[int] = deque(maxlen=LATENCY_WINDOW)
         self._warned: set[str] = set()
+        self.learner_env_steps = 0  # transitions the learner has received, from its stats (random_steps)
+        self._rng = np.random.default_rng()
+        if p.random_steps > 0:
+            self.create_subscription(p.stats_topic, "user/msg/TrainingStats", self._on_stats)
         self.trained = TrainedEpisodes()  # sync: the version the learner trained on each episode (receipts)
         self._pubs = {r: self.create_publisher(f"/{r}/action", "user/msg/Action", RELIABLE) for r in p.robots}
         for robot in p.robots:
@@ -148,6 +159,14 @@ class RolloutNode(Node):
         with self._cond:
             self._pending[obs.robot_id] = (obs, time.monotonic())
             self._cond.notify()
+
+    def _on_stats(self, msg: Any) -> None:
+        self.learner_env_steps = max(self.learner_env_steps, int(msg.env_steps))
+
+    @property
+    def warming_up(self) -> bool:
+        """Still acting at random: the learner has not yet received `random_steps` transitions."""
+        return self.learner_env_steps < self.params.random_steps
 
     def _on_event(self, msg: Any) -> None:
         event = episode_event_from_msg(msg)
@@ -196,6 +215,8 @@ class RolloutNode(Node):
                 actions = policy.act_tensor(
                     policy.preprocess(states, {}), deterministic=self.params.deterministic
                 ).numpy()
+            if self.warming_up:  # standard SAC's warm-up: uniform random actions, off-policy data for the learner
+                actions = self._rng.uniform(-1.0, 1.0, actions.shape).astype(np.float32)
             for (obs, received, _), data in zip(group, actions, strict=True):
                 self._send(obs, received, data, version, policy.action_dim)
             self.batch_sizes.append(len(group))

@@ -60,7 +60,12 @@ class DriverSpec:
     realtime: bool = setting(
         True, "true: pace to the control rate; false (simulated drivers): lockstep with the policy"
     )
-    max_steps: int = setting(0, "episode length limit, steps; 0 = the task's own (gym and real drivers: 200)", min=0)
+    max_steps: int = setting(
+        0,
+        "episode length limit, steps; 0 = the task's own: a sim task's limit; gym: the env's registered limit "
+        "(spec.max_episode_steps, e.g. 1000 for InvertedPendulum), 200 for an env without one; real drivers: 200",
+        min=0,
+    )
     task: str = setting(
         "peg_insertion",
         "sim arms: task (peg_insertion, pick_place, button_press); real drivers: task name only",

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from user.cameras.config import CameraConfig
     from user.runtime.node import Node
 
-GYM_MAX_STEPS = 200  # episode limit of gym envs when none is given (the env may truncate earlier)
+GYM_MAX_STEPS = 200  # episode limit of a gym env with no limit of its own when none is given
 REAL_MAX_STEPS = 200  # episode limit of real robots when none is given (20 s at 10 Hz)
 
 
@@ -85,7 +85,13 @@ def build_driver(spec: DriverSpec, node: Node | None = None) -> DriverBundle:
 
 def _gym_bundle(spec: DriverSpec) -> DriverBundle:
     gym = GymRobot(spec.gym_env, robot_id=spec.robot_id, control_rate_hz=spec.control_rate_hz, site=spec.site)
-    return DriverBundle(gym, GymScorer(gym, spec.max_steps or GYM_MAX_STEPS), spec.gym_env)
+    return DriverBundle(gym, GymScorer(gym, _gym_max_steps(spec, gym)), spec.gym_env)
+
+
+def _gym_max_steps(spec: DriverSpec, gym: GymRobot) -> int:
+    """A gym robot's episode limit: `max_steps` when given, else the env's own (its TimeLimit, e.g. 1000 for
+    InvertedPendulum), else `GYM_MAX_STEPS`. A limit above the env's own is cut short by the env's TimeLimit."""
+    return spec.max_steps or gym.max_episode_steps or GYM_MAX_STEPS
 
 
 def _sim_safety(spec: DriverSpec, base: SafetyConfig) -> SafetyConfig:

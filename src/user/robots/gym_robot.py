@@ -5,6 +5,7 @@
 - After the episode terminated or was truncated, `step` holds until `reset()`.
 - The state is a `GymState`: the flattened observation is in `joint_positions` (and `vector()` returns
   it), the pose fields are neutral placeholders (identity pose, zero velocity, gripper 0).
+- `max_episode_steps` is the env's own episode limit (its TimeLimit), None when it has none.
 - The last reward, terminated, truncated and info are kept in `last_reward`, `last_terminated`,
   `last_truncated` and `last_info` for tasks and reward nodes.
 
@@ -60,6 +61,7 @@ class GymRobot(Robot):
         self._env_kwargs = dict(env_kwargs or {})
         self._clock_ns = clock_ns
         self._env: Any = self._make()
+        self._env_spec: Any = self._env.spec  # kept: the env itself is gone between close() and connect()
         space = self._env.action_space
         self._low = np.asarray(space.low, dtype=np.float64)
         self._high = np.asarray(space.high, dtype=np.float64)
@@ -88,6 +90,12 @@ class GymRobot(Robot):
     def env(self) -> Any:
         """The wrapped gymnasium env (None after `close()` until the next `connect()`)."""
         return self._env
+
+    @property
+    def max_episode_steps(self) -> int | None:
+        """The env's own episode limit (its registered TimeLimit, `spec.max_episode_steps`); None when it has none."""
+        limit = getattr(self._env_spec, "max_episode_steps", None)
+        return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
     @property
     def episode_over(self) -> bool:
@@ -175,6 +183,11 @@ class GymRobot(Robot):
             env = gymnasium.make(self._env_id, **self._env_kwargs)
         except gymnasium.error.Error as exc:
             raise RobotError(f"cannot make gym env {self._env_id!r}: {exc}") from exc
+        except ImportError as exc:  # e.g. mujoco for the MuJoCo envs: the env's own dependency is missing
+            raise RobotError(
+                f"cannot make gym env {self._env_id!r}: it needs the Python module {exc.name!r}, which cannot be "
+                f"imported ({exc}); install it in this environment"
+            ) from exc
         space = env.action_space
         problem = _action_space_problem(space, gymnasium.spaces.Box)
         if problem is not None:

@@ -45,6 +45,7 @@ class Node:
         self.log = logging.getLogger(f"user.{bus.name}")
         self.malformed_messages = 0  # payloads dropped because they did not decode
         self.failure: str | None = None  # why the node cannot go on, once it failed (see `fail`)
+        self.completed: str | None = None  # why the run is complete, once it is (see `complete`)
         self.request_stop: Callable[[], None] = lambda: None  # the runner's: ends the node's process
 
     def fail(self, reason: str) -> None:
@@ -55,6 +56,15 @@ class Node:
             return
         self.failure = reason
         self.log.error("node %s failed: %s", self.name, reason)
+        self.request_stop()
+
+    def complete(self, reason: str) -> None:
+        """The run this node drives is complete (a learner reached its `stop_after`): say so once and end the
+        process with the run-complete exit code, on which its launcher stops the whole deployment cleanly."""
+        if self.completed is not None or self.failure is not None:
+            return
+        self.completed = reason
+        self.log.info("node %s: the run is complete: %s", self.name, reason)
         self.request_stop()
 
     @property

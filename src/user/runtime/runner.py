@@ -26,10 +26,12 @@ from user.bus.zenoh_config import ZenohSettings
 from user.config.strict import ConfigError
 from user.runtime.kinds import UnknownNodeKindError, load_kind
 from user.runtime.status import (
+    COMPLETE,
     CONFIG_ERROR,
     EXIT_CONFIG_ERROR,
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_RUN_COMPLETE,
     EXIT_SHUTDOWN_TIMEOUT,
     EXIT_UNAVAILABLE,
     FAILED,
@@ -160,7 +162,13 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
     write_status(RUNNING)
     _log.info("node %s (%s) running", name, kind)
     stop.wait()
-    why = f"signal {stop.signum}" if node.failure is None else "it failed"
+    why = (
+        "it failed"
+        if node.failure is not None
+        else "the run is complete"
+        if node.completed
+        else f"signal {stop.signum}"
+    )
     _log.info("node %s shutting down (%s)", name, why)
     try:
         node.destroy()
@@ -172,6 +180,9 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
     if node.failure is not None:
         write_status(FAILED, node.failure)
         return EXIT_FAILED
+    if node.completed is not None:
+        write_status(COMPLETE, node.completed)
+        return EXIT_RUN_COMPLETE
     return EXIT_OK
 
 

@@ -8,11 +8,14 @@ Exit codes (both runtimes):
 - 2: its configuration or environment is wrong (a bad setting, an unknown kind, a missing dependency); never
   respawned: the same start fails the same way;
 - 3: did not shut down within its allowance and exited anyway; a failed stop;
-- 4: something it needs did not answer (no Zenoh router reachable); respawned within its limit.
+- 4: something it needs did not answer (no Zenoh router reachable); respawned within its limit;
+- 5: the run is complete (the learner reached its `stop_after`): the launcher stops the whole deployment,
+  cleanly, and exits 0.
 
 The status file holds one line, rewritten as the node goes: `starting`, `running`, or `<state> <reason>` when it
-failed (`config-error ...`, `failed ...`), so `user bringup` and the ROS launch file print the reason on their
-console instead of only an exit code. Without the variable nothing is written.
+failed (`config-error ...`, `failed ...`) or completed the run (`complete ...`), so `user bringup` and the ROS
+launch file print the reason on their console instead of only an exit code. Without the variable nothing is
+written.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ EXIT_FAILED = 1
 EXIT_CONFIG_ERROR = 2
 EXIT_SHUTDOWN_TIMEOUT = 3
 EXIT_UNAVAILABLE = 4
+EXIT_RUN_COMPLETE = 5
 
 ENV_STATUS_FILE = "USER_NODE_STATUS_FILE"  # set by both launchers, one file per node
 
@@ -34,7 +38,9 @@ STARTING = "starting"
 RUNNING = "running"
 CONFIG_ERROR = "config-error"
 FAILED = "failed"
-STATES = (STARTING, RUNNING, CONFIG_ERROR, FAILED)
+COMPLETE = "complete"  # the run is complete (exit code 5), with the reason
+STATES = (STARTING, RUNNING, CONFIG_ERROR, FAILED, COMPLETE)
+REASONED = (CONFIG_ERROR, FAILED, COMPLETE)  # the states whose reason a launcher prints
 MAX_REASON_CHARS = 2000  # a status line stays one readable console line
 
 

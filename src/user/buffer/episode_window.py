@@ -1,0 +1,123 @@
+"""Episode outcomes and the recent window over them: one definition of "how well is the policy doing" for every
+place a user looks (`user buffer info`, the learner's progress.csv, TensorBoard and learning curve, the
+monitor's line).
+
+The window holds the latest `window` episodes a policy acted in, per robot and pooled over all robots.
+Demonstrations (episodes whose every step is a demo) are left out: they show what the expert does, not what
+was learned. Over the window: the mean return, the last episode's return, the mean length in steps, the
+success rate and the mean number of steps in which a human intervened.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from user.buffer.index import Index
+
+RECENT_EPISODES = 20  # the window every figure of recent episodes is taken over
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """How one episode went."""
+
+    robot_id: str
+    episode_id: int  # the robot's episode number
+    steps: int  # transitions in the episode
+    episode_return: float  # sum of its rewards
+    success: bool  # the task was achieved in it
+    interventions: int  # steps in which a human overrode the policy
+    is_demo: bool  # a demonstration (scripted expert or replayed demo), not acted by the policy
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """A window of online episodes summarised (never empty: no episodes, no stats)."""
+
+    episodes: int  # episodes in the window
+    mean_return: float
+    last_return: float  # the newest episode's return
+    mean_length: float  # steps
+    success_rate: float  # successful episodes / episodes
+    mean_interventions: float  # intervened steps per episode
+
+
+def summarise(outcomes: Sequence[EpisodeOutcome]) -> WindowStats | None:
+    """`outcomes` (oldest first) summarised; None when there are none."""
+    if not outcomes:
+        return None
+    n = len(outcomes)
+    return WindowStats(
+        episodes=n,
+        mean_return=sum(o.episode_return for o in outcomes) / n,
+        last_return=outcomes[-1].episode_return,
+        mean_length=sum(o.steps for o in outcomes) / n,
+        success_rate=sum(1 for o in outcomes if o.success) / n,
+        mean_interventions=sum(o.interventions for o in outcomes) / n,
+    )
+
+
+class RecentEpisodes:
+    """The latest `window` online episodes, per robot and pooled; demonstrations are not added."""
+
+    def __init__(self, window: int = RECENT_EPISODES, outcomes: Iterable[EpisodeOutcome] = ()) -> None:
+        if window < 1:
+            raise ValueError(f"window: {window} episodes; it must be at least 1")
+        self.window = window
+        self._pooled: deque[EpisodeOutcome] = deque(maxlen=window)
+        self._robots: dict[str, deque[EpisodeOutcome]] = {}
+        for outcome in outcomes:
+            self.add(outcome)
+
+    def add(self, outcome: EpisodeOutcome) -> bool:
+        """Take one finished episode (oldest first); False (and nothing kept) for a demonstration."""
+        if outcome.is_demo:
+            return False
+        self._pooled.append(outcome)
+        self._robots.setdefault(outcome.robot_id, deque(maxlen=self.window)).append(outcome)
+        return True
+
+    def pooled(self) -> WindowStats | None:
+        """The latest `window` online episodes of all robots; None before the first."""
+        return summarise(list(self._pooled))
+
+    def robots(self) -> dict[str, WindowStats]:
+        """Each robot's latest `window` online episodes, by robot id."""
+        out = {robot: summarise(list(q)) for robot, q in sorted(self._robots.items())}
+        return {robot: stats for robot, stats in out.items() if stats is not None}
+
+
+_OUTCOME = "robot_id, episode_id, steps, episode_return, success, interventions, is_demo"
+
+
+def _outcome(row: Sequence[Any]) -> EpisodeOutcome:
+    robot, episode_id, steps, ret, success, interventions, demo = row
+    return EpisodeOutcome(
+        str(robot), int(episode_id), int(steps), float(ret), bool(success), int(interventions), bool(demo)
+    )
+
+
+def stored_outcome(index: Index, episode: int) -> EpisodeOutcome | None:
+    """How the buffer's episode number `episode` went, from the index; None when it is not stored."""
+    rows = index.fetchall(f"SELECT {_OUTCOME} FROM episodes WHERE episode = ?", (int(episode),))
+    return _outcome(rows[0]) if rows else None
+
+
+def recent_outcomes(index: Index, window: int = RECENT_EPISODES) -> list[EpisodeOutcome]:
+    """Each robot's latest `window` online episodes, oldest first. Fed to `RecentEpisodes(window)` they fill
+    every window exactly: an episode among the latest `window` of all robots is among its robot's latest."""
+    rows = index.fetchall(
+        f"SELECT {_OUTCOME} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY robot_id ORDER BY episode DESC) AS k "
+        "FROM episodes WHERE NOT is_demo) WHERE k <= ? ORDER BY episode",
+        (int(window),),
+    )
+    return [_outcome(r) for r in rows]
+
+
+def latest_outcome(index: Index) -> EpisodeOutcome | None:
+    """How the buffer's newest stored episode went; None when it holds none."""
+    rows = index.fetchall(f"SELECT {_OUTCOME} FROM episodes ORDER BY episode DESC LIMIT 1")
+    return _outcome(rows[0]) if rows else None

@@ -1,0 +1,80 @@
+"""The recent window of online episodes: figures per robot and pooled, demonstrations left out, and the same
+windows rebuilt from a buffer's index."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from test.buffer.factories import episode
+from user.buffer import BufferConfig, ReplayBuffer
+from user.buffer.episode_window import (
+    EpisodeOutcome,
+    RecentEpisodes,
+    WindowStats,
+    latest_outcome,
+    recent_outcomes,
+    stored_outcome,
+    summarise,
+)
+from user.interfaces.domain import Transition
+
+
+def _outcome(robot: str, ret: float, *, steps: int = 10, success: bool = False, demo: bool = False) -> EpisodeOutcome:
+    return EpisodeOutcome(robot, 0, steps, ret, success, interventions=steps // 5, is_demo=demo)
+
+
+def test_a_window_is_summarised_oldest_first() -> None:
+    stats = summarise([_outcome("a", -3.0, steps=10), _outcome("a", 1.0, steps=20, success=True)])
+    assert stats == WindowStats(
+        episodes=2, mean_return=-1.0, last_return=1.0, mean_length=15.0, success_rate=0.5, mean_interventions=3.0
+    )
+    assert summarise([]) is None
+
+
+def test_windows_per_robot_and_pooled_keep_the_latest_online_episodes() -> None:
+    recent = RecentEpisodes(window=2)
+    assert recent.add(_outcome("a", 100.0, demo=True)) is False  # a demonstration is no part of any window
+    assert recent.pooled() is None and recent.robots() == {}
+    for robot, ret in [("a", 1.0), ("b", 2.0), ("a", 3.0), ("a", 5.0)]:
+        assert recent.add(_outcome(robot, ret)) is True
+    pooled = recent.pooled()
+    assert pooled is not None and (pooled.episodes, pooled.mean_return, pooled.last_return) == (2, 4.0, 5.0)
+    robots = recent.robots()
+    assert list(robots) == ["a", "b"]
+    assert (robots["a"].episodes, robots["a"].mean_return) == (2, 4.0)  # a's first episode left a's window
+    assert (robots["b"].episodes, robots["b"].mean_return, robots["b"].last_return) == (1, 2.0, 2.0)
+
+
+def test_a_window_of_no_episodes_is_refused_and_of_one_holds_the_last() -> None:
+    with pytest.raises(ValueError, match="window: 0 episodes"):
+        RecentEpisodes(window=0)
+    last = RecentEpisodes(window=1, outcomes=[_outcome("a", 1.0), _outcome("a", 2.0)]).pooled()
+    assert last is not None and (last.episodes, last.mean_return) == (1, 2.0)
+
+
+def _rewarded(robot: str, episode_id: int, rewards: list[float], **kwargs: object) -> list[Transition]:
+    steps = episode(robot, episode_id, len(rewards), images=False, **kwargs)
+    return [replace(t, reward=r) for t, r in zip(steps, rewards, strict=True)]
+
+
+def test_the_index_gives_each_episodes_outcome_and_fills_the_same_windows(tmp_path: Path) -> None:
+    fed = RecentEpisodes(window=3)
+    with ReplayBuffer.open(tmp_path / "buf", BufferConfig(prefetch=0)) as buf:
+        assert latest_outcome(buf.storage.index) is None
+        for e in range(9):
+            robot = "left" if e % 3 else "right"
+            ts = _rewarded(robot, e, [0.5 * e, -1.0, 2.0], demo=e == 0, success=e % 2 == 1, intervened=e == 4)
+            number = buf.add_episode(ts)
+            outcome = stored_outcome(buf.storage.index, number)
+            assert outcome == EpisodeOutcome(robot, e, 3, 0.5 * e + 1.0, e % 2 == 1, 3 * (e == 4), e == 0)
+            assert latest_outcome(buf.storage.index) == outcome
+            fed.add(outcome)
+        assert stored_outcome(buf.storage.index, 99) is None
+        rebuilt = RecentEpisodes(window=3, outcomes=recent_outcomes(buf.storage.index, 3))
+    assert rebuilt.pooled() == fed.pooled() and rebuilt.robots() == fed.robots()
+    pooled = fed.pooled()
+    assert pooled is not None and pooled.last_return == 0.5 * 8 + 1.0
+    assert pooled.mean_return == pytest.approx(0.5 * (6 + 7 + 8) / 3 + 1.0)  # episodes 6, 7, 8 of both robots

@@ -1,0 +1,82 @@
+"""The session writes how each stored episode went (streamed, ended by the robot, or re-sent whole) into the
+progress files and the stats message, and a resumed session shows the stored episodes' figures at once."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from test.buffer import factories as f
+from test.learner.test_session import _learning
+from user.buffer.config import BufferConfig
+from user.interfaces.domain import Transition
+from user.learner.config import PacingConfig
+from user.learner.csv_log import read_rows
+from user.learner.session import LearningSession, SessionConfig
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _session(run: Path) -> LearningSession:
+    return LearningSession(
+        SessionConfig(
+            run_dir=run,
+            learning=_learning(),
+            pacing=PacingConfig(mode="sync", min_transitions=10_000),  # nothing trains: only counting is tested
+            buffer=BufferConfig(prefetch=0),
+            checkpoint_period_s=0.0,
+        )
+    )
+
+
+def _rewarded(robot: str, episode_id: int, rewards: list[float], **kwargs: object) -> list[Transition]:
+    steps = f.episode(robot, episode_id, len(rewards), images=False, **kwargs)
+    return [replace(t, reward=r) for t, r in zip(steps, rewards, strict=True)]
+
+
+def test_episode_returns_reach_progress_csv_episodes_csv_and_the_stats(tmp_path: Path) -> None:
+    session = _session(tmp_path)
+    try:
+        for t in _rewarded("arm", 0, [9.0, 9.0], demo=True):  # a demonstration: listed, never averaged in
+            session.add(t)
+        for t in _rewarded("arm", 1, [-1.0, -2.0, -3.0]):  # streamed, done at its last step
+            session.add(t)
+        cut = _rewarded("cart", 0, [0.5, 0.5, 0.5, 0.5], success=True)
+        for t in [*cut[:-1], replace(cut[-1], terminated=False, truncated=False)]:
+            session.add(t)
+        assert session.end_episode("cart", 0, 4) is not None  # ended by the robot (an operator reset)
+        assert session.add_episode(_rewarded("arm", 2, [4.0], intervened=True)) is True  # re-sent whole
+        values = session.report().values
+    finally:
+        session.close()
+    assert values["recent_return_mean"] == pytest.approx((-6.0 + 2.0 + 4.0) / 3)
+    assert values["last_return"] == 4.0 and values["recent_length_mean"] == pytest.approx(8 / 3)
+    assert values["recent_online_success_rate"] == pytest.approx(1 / 3)
+    assert values["recent_interventions_mean"] == pytest.approx(1 / 3)
+    (row,) = read_rows(tmp_path / "progress.csv")
+    assert (row["recent_return_mean"], row["last_return"], row["env_steps"]) == ("0", "4", "10")
+    episodes = read_rows(tmp_path / "episodes.csv")
+    assert [(e["robot_id"], e["episode_return"], e["env_steps"], e["is_demo"]) for e in episodes] == [
+        ("arm", "18.0", "2", "1"),
+        ("arm", "-6.0", "5", "0"),
+        ("cart", "2.0", "9", "0"),
+        ("arm", "4.0", "10", "0"),
+    ]
+
+
+def test_a_resumed_session_shows_the_stored_episodes_at_once(tmp_path: Path) -> None:
+    session = _session(tmp_path)
+    try:
+        for e, ret in enumerate([-5.0, -1.0]):
+            session.add_episode(_rewarded("arm", e, [ret, 0.0]))
+    finally:
+        session.close()
+    resumed = _session(tmp_path)
+    try:
+        assert resumed.resumed
+        values = resumed.report().values
+    finally:
+        resumed.close()
+    assert (values["recent_return_mean"], values["last_return"]) == (-3.0, -1.0)
