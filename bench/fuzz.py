@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -141,10 +142,12 @@ def _devices() -> Callable[[bytes], None]:
     import atheris
 
     from test.fuzz.test_devices import _FakeDevice, _FakeSpaceMouse, _State
+    from user.interfaces.refusals import Refusals
     from user.robot_loop.devices import DeviceError, EvdevPedal, SpaceMouseTeleop
 
     mouse = _FakeSpaceMouse()
     sys.modules["pyspacemouse"] = mouse
+    refused = Refusals(logging.getLogger("fuzz.pedal"), level=logging.DEBUG)
 
     def one(data: bytes) -> None:
         fdp = atheris.FuzzedDataProvider(data)
@@ -157,6 +160,7 @@ def _devices() -> Callable[[bytes], None]:
         pedal._device = _FakeDevice(events)
         pedal._ecodes = type("Codes", (), {"EV_KEY": 1, "KEY": {30: "KEY_A", 46: ["KEY_C", "KEY_CAPS"]}})
         pedal.path = "/dev/input/fuzz"
+        pedal.refused = refused  # as the constructor sets it (the harness had missed it: its first finding)
         try:
             for press in pedal.poll():
                 assert press.key and isinstance(press.stamp_ns, int), press

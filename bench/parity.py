@@ -84,7 +84,10 @@ import gymnasium as gym
 import numpy as np
 import yaml
 
-from bringup import Bringup, free_port
+from bringup import REPO, Bringup, free_port
+
+sys.path.insert(0, str(REPO))  # test.algorithms.ring, the tests' replay ring
+from test.algorithms.ring import RingBuffer
 
 VARIANTS = ("sb3", "plain", "pipeline")
 ALIASES = {"a": "sb3", "b": "plain", "c": "pipeline"}
@@ -262,45 +265,6 @@ def learning_settings(spec: RunSpec, state_dim: int, action_dim: int) -> dict[st
     }
 
 
-class Arrays:
-    """A replay buffer as numpy arrays (capacity: the whole run), batches as the project's TransitionBatch."""
-
-    def __init__(self, capacity: int, state_dim: int, action_dim: int) -> None:
-        self.state = np.zeros((capacity, state_dim), np.float32)
-        self.next_state = np.zeros((capacity, state_dim), np.float32)
-        self.action = np.zeros((capacity, action_dim), np.float32)
-        self.reward = np.zeros(capacity, np.float32)
-        self.terminated = np.zeros(capacity, bool)
-        self.size = 0
-
-    def add(self, state: np.ndarray, action: np.ndarray, reward: float, next_state: np.ndarray, term: bool) -> None:
-        i = self.size
-        self.state[i], self.action[i], self.reward[i] = state, action, reward
-        self.next_state[i], self.terminated[i] = next_state, term
-        self.size += 1
-
-    def sample(self, rng: np.random.Generator, n: int) -> Any:
-        from user.buffer.batch import TransitionBatch
-
-        rows = rng.integers(0, self.size, n)
-        zeros = np.zeros(n, bool)
-        return TransitionBatch(
-            indices=rows.astype(np.int64),
-            state=self.state[rows],
-            action=self.action[rows],
-            reward=self.reward[rows],
-            next_state=self.next_state[rows],
-            terminated=self.terminated[rows],
-            truncated=zeros,
-            success=zeros,
-            is_demo=zeros,
-            intervened=zeros,
-            policy_version=np.zeros(n, np.int64),
-            images={},
-            next_images={},
-        )
-
-
 def run_plain(spec: RunSpec) -> RunResult:
     import torch
 
@@ -317,7 +281,7 @@ def run_plain(spec: RunSpec) -> RunResult:
     algorithm = learning.build_algorithm(policy)
     rng = np.random.default_rng(spec.seed)
     low, high = np.asarray(box.low, np.float64), np.asarray(box.high, np.float64)
-    buffer = Arrays(spec.steps, state_dim, action_dim)
+    buffer = RingBuffer(spec.steps, state_dim, action_dim)  # the tests' ring: the whole run fits
     obs = np.asarray(log.reset(seed=spec.seed)[0], np.float32).ravel()
     updates = 0
     for step in range(spec.steps):
@@ -331,7 +295,7 @@ def run_plain(spec: RunSpec) -> RunResult:
         buffer.add(obs, action, float(reward), next_state, bool(terminated))
         obs = np.asarray(log.reset()[0], np.float32).ravel() if terminated or truncated else next_state
         if buffer.size > spec.learning_starts:
-            algorithm.update(buffer.sample(rng, BATCH_SIZE))
+            algorithm.update(buffer.batch(rng.integers(0, buffer.size, BATCH_SIZE)))
             updates += 1
     wall = time.monotonic() - log.started
     log.close()

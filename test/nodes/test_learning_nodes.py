@@ -13,7 +13,7 @@ import collections
 import itertools
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ import pytest
 from test.conftest import wait_until
 from user.buffer.rows import TransitionQuery
 from user.bus.zenoh_bus import ZenohBus
-from user.runtime.node import Node
 
 pytest.importorskip("mujoco")
 pytestmark = pytest.mark.timeout(120)
@@ -33,20 +32,6 @@ LEARNING = {
     "mlp": {"state_dim": 17, "action_dim": 7, "hidden": [64, 64]},
     "rlpd": {"num_critics": 2, "critic_hidden": [64, 64], "batch_size": 64, "utd_ratio": 2},
 }
-
-
-@pytest.fixture
-def nodes(make_bus: Callable[..., ZenohBus]) -> Iterator[Callable[..., Any]]:
-    started: list[Node] = []
-
-    def start(cls: type[Node], name: str, params: dict[str, Any]) -> Any:
-        node = cls(make_bus(name, params))
-        started.append(node)
-        return node
-
-    yield start
-    for node in reversed(started):
-        node.destroy()
 
 
 def _robot_params(robot: str, **extra: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ so the transitions received stay within the tolerance of what the learner traine
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 
 from test.conftest import wait_until
-from user.bus.zenoh_bus import ZenohBus
-from user.runtime.node import Node
 
 pytest.importorskip("gymnasium")
 pytestmark = pytest.mark.timeout(180)
@@ -31,20 +29,6 @@ LEARNING = {"algorithm": "sac", "mlp": {"state_dim": 3, "action_dim": 1, "hidden
 
 def _beyond(count: Callable[[], int], than: int) -> bool:
     return count() > than
-
-
-@pytest.fixture
-def nodes(make_bus: Callable[..., ZenohBus]) -> Iterator[Callable[..., Any]]:
-    started: list[Node] = []
-
-    def start(cls: type[Node], name: str, params: dict[str, Any]) -> Any:
-        node = cls(make_bus(name, params))
-        started.append(node)
-        return node
-
-    yield start
-    for node in reversed(started):
-        node.destroy()
 
 
 def test_a_robot_that_is_not_real_time_waits_for_the_learner(nodes: Callable[..., Any], tmp_path: Path) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from types import SimpleNamespace
+
+import pytest
 
 from user.robot_loop.data_credit import CreditGate
 
@@ -39,3 +42,17 @@ def test_a_waiting_step_goes_on_when_credit_arrives() -> None:
     finally:
         timer.cancel()
     assert gate.held == 1
+
+
+def test_holds_are_counted_timed_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    ticks = iter(float(t) for t in range(100))
+    gate = CreditGate(clock=lambda: next(ticks))
+    assert gate.held == 0 and gate.held_s == 0.0
+    gate.note(0)
+    with caplog.at_level(logging.INFO, logger="user.robot_loop.data_credit"):
+        assert not gate.take(0.0)  # clock 0 -> 1
+        assert not gate.take(0.0)  # clock 2 -> 3
+    assert gate.held == 2 and gate.held_s == 2.0
+    assert [r.getMessage() for r in caplog.records] == [
+        "ahead of the learner's update-to-data ratio: steps wait for its credit"
+    ]

@@ -24,11 +24,11 @@ def _episode(box: EpisodeOutbox, episode_id: int, steps: int = 3) -> None:
 def test_saved_episodes_load_back_in_id_order_and_removed_ones_do_not(tmp_path: Path) -> None:
     spool = _spool(tmp_path)
     spool.save(12, ["12:0", "", "12:2"])  # an empty message is a message
-    spool.save(3, ["3:0"])
+    spool.save(3, ["3:0", ""])  # also the last one
     spool.save(7, ["7:0", "7:1"])
     spool.remove(7)
     spool.remove(99)  # not there: nothing to do
-    assert spool.load() == [(3, ["3:0"]), (12, ["12:0", "", "12:2"])]
+    assert spool.load() == [(3, ["3:0", ""]), (12, ["12:0", "", "12:2"])]
     assert not list(spool.directory.glob(".*.tmp"))  # written under a temporary name, renamed into place
 
 
@@ -47,14 +47,19 @@ def test_a_cut_or_misnamed_file_is_moved_aside_and_reported(tmp_path: Path, capl
     aside = sorted(p.name for p in spool.directory.glob("*.unreadable"))
     assert aside == ["2.episode.unreadable", "4.episode.unreadable", "5.episode.unreadable", "x.episode.unreadable"]
     text = caplog.text
-    assert "runs past the end" in text and "cut short" in text and "no message" in text and "not named" in text
+    assert "runs past the end" in text and "cut short" in text and "not named" in text
+    five = spool.path(5)
+    line = f"outbox spool: {five} is unreadable (no message); moved aside to {five}.unreadable, not re-sent"
+    assert line in [r.getMessage() for r in caplog.records]
     assert spool.load() == [(1, ["1:0", "1:1"])]  # moved aside once, not again
 
 
 def test_a_spool_directory_that_cannot_be_made_is_one_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    with pytest.raises(SpoolError, match="cannot create the outbox spool"):
+    with pytest.raises(SpoolError, match=r"arm.outbox: cannot create the outbox spool \(Not a directory\)$"):
         OutboxSpool(tmp_path / "file" / "arm.outbox", str.encode, bytes.decode)
+    nested = OutboxSpool(tmp_path / "state" / "robots" / "arm.outbox", str.encode, bytes.decode)  # parents made
+    assert nested.directory.is_dir()
 
 
 def test_the_outbox_keeps_completed_episodes_on_disk_until_their_receipt(tmp_path: Path) -> None:

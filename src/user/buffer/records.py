@@ -43,6 +43,32 @@ def _event(codec: Codec, ts: Sequence[Transition], kind: EpisodeKind, wall_ns: i
     return OutMessage(EVENT_TOPIC, codec.encode(episode_event_to_msg(event, codec)), wall_ns)
 
 
+def transition_row(
+    t: Transition, *, index: int, segment_id: int, offset: int, length: int, episode: int, wall_ns: int
+) -> TransitionRow:
+    """The index row of transition `t`, stored at `offset` (`length` bytes) of segment `segment_id`."""
+    return TransitionRow(
+        index=index,
+        segment_id=segment_id,
+        offset=offset,
+        length=length,
+        episode=episode,
+        robot_id=t.robot_id,
+        task=t.task,
+        episode_id=t.episode_id,
+        step=t.step,
+        policy_version=t.action.policy_version,
+        wall_ns=wall_ns,
+        sim_ns=t.stamp_ns,
+        reward=float(t.reward),
+        terminated=t.terminated,
+        truncated=t.truncated,
+        intervened=t.action.intervened,
+        is_demo=t.is_demo,
+        success=t.success,
+    )
+
+
 def index_rows(
     ts: Sequence[Transition],
     wall_ns: Sequence[int],
@@ -55,25 +81,14 @@ def index_rows(
     """The index rows of episode `number` (transitions numbered from `first`) written at `positions` of segment
     `segment_id` (START event, transitions, END event)."""
     rows = [
-        TransitionRow(
+        transition_row(
+            t,
             index=first + k,
             segment_id=segment_id,
             offset=pos.offset,
             length=pos.length,
             episode=number,
-            robot_id=t.robot_id,
-            task=t.task,
-            episode_id=t.episode_id,
-            step=t.step,
-            policy_version=t.action.policy_version,
             wall_ns=wall_ns[k],
-            sim_ns=t.stamp_ns,
-            reward=float(t.reward),
-            terminated=t.terminated,
-            truncated=t.truncated,
-            intervened=t.action.intervened,
-            is_demo=t.is_demo,
-            success=t.success,
         )
         for k, (t, pos) in enumerate(zip(ts, positions[1:-1], strict=True))
     ]

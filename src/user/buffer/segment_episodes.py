@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from user.buffer.mcapscan import MESSAGE_PREFIX, MessageSpan, mapped, scan
+from user.buffer.records import transition_row
 from user.buffer.rows import TransitionRow
 from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TOPICS, TRANSITION_TOPIC, TRANSITION_TYPE, Position
 from user.interfaces.codec import Codec
@@ -132,26 +133,8 @@ class _Reader:
 
 def _row(span: MessageSpan, t: Transition) -> TransitionRow:
     """The index row of transition `t` stored at `span` (as the writer makes it; numbers are set when committed)."""
-    return TransitionRow(
-        index=-1,
-        segment_id=-1,
-        offset=span.offset,
-        length=span.length,
-        episode=-1,
-        robot_id=t.robot_id,
-        task=t.task,
-        episode_id=t.episode_id,
-        step=t.step,
-        policy_version=t.action.policy_version,
-        wall_ns=span.log_time,
-        sim_ns=t.stamp_ns,
-        reward=float(t.reward),
-        terminated=t.terminated,
-        truncated=t.truncated,
-        intervened=t.action.intervened,
-        is_demo=t.is_demo,
-        success=t.success,
-    )
+    return transition_row(t, index=-1, segment_id=-1, offset=span.offset, length=span.length, episode=-1,
+                          wall_ns=span.log_time)  # fmt: skip
 
 
 def segment_episodes(path: Path, codec: Codec) -> SegmentEpisodes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 _log = logging.getLogger("user.robot_loop.data_credit")
@@ -20,7 +21,8 @@ _log = logging.getLogger("user.robot_loop.data_credit")
 class CreditGate:
     """Thread-safe: the bus thread notes credits, the control thread takes steps."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # what held_s is measured with
         self._credit: int | None = None  # the last credit heard (None: no learner paces this robot)
         self._sent = 0  # steps taken since that credit
         self._cond = threading.Condition()
@@ -44,9 +46,9 @@ class CreditGate:
                 if self.held == 0:
                     _log.info("ahead of the learner's update-to-data ratio: steps wait for its credit")
                 self.held += 1
-                start = time.monotonic()
+                start = self._clock()
                 self._cond.wait_for(lambda: not self._spent(), timeout=max(0.0, timeout_s))
-                self.held_s += time.monotonic() - start
+                self.held_s += self._clock() - start
                 if self._spent():
                     return False
             self._sent += 1
