@@ -22,7 +22,7 @@ The forger signs its weights as the deployment's learner (`header.frame_id`, whi
 rollout's checks of completeness, finiteness and layout are what must refuse them.
 
 Run (as root for the tmpfs; without it the disk-full fault is skipped):
-    MUJOCO_GL=egl python3 bench/soak.py --minutes 10 [--seed 0] [--every-s 30] [--json PATH] [--keep]
+    MUJOCO_GL=egl python3 bench/soak.py --minutes 10 [--seed 0] [--every-s 30] [--spare learner] [--json PATH] [--keep]
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def throw_faults(
         fault = rng.choice([f for f in FAULTS if filler is not None or f != "disk-full"])
         kinds[fault] += 1
         if fault in ("kill", "freeze"):
-            kind = rng.choice(KILLABLE)
+            kind = rng.choice([k for k in KILLABLE if k not in args.spare])
             done.append(run.inject(rng.choice(run.nodes_of(kind)), kind, "kill" if fault == "kill" else "stop"))
         elif fault == "forge":
             forger.forge(rng.choice(run.robots), 900_000 + kinds[fault])
@@ -242,6 +242,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--disk-mb", type=int, default=1024, help="size of the run directory's tmpfs")
     parser.add_argument("--learner-cache", type=int, default=2000, help="the learner's decoded-transition cache")
+    parser.add_argument(
+        "--spare", type=lambda text: [k for k in text.split(",") if k], default=[],
+        help="node kinds never killed or frozen (e.g. learner, to follow one process's memory for the whole run)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()

@@ -161,6 +161,10 @@ class Harness:
         with self._lock:
             return len(self.received)
 
+    def replayed_count(self) -> int:
+        with self._lock:
+            return len(self.replayed)
+
     def got(self, n: int) -> list[Transition]:
         assert wait_until(lambda: self.count() >= n, WAIT_S), f"got {self.count()} of {n} transitions"
         with self._lock:
@@ -274,6 +278,7 @@ def test_a_resent_episode_gets_the_outcomes_already_given(harness: Harness) -> N
         live = harness.got(3)
         harness.resend(*ep)  # the learner missed them: the robot re-sends the raw episode
         assert wait_until(lambda: node.replayed == 3, WAIT_S)
+        assert wait_until(lambda: harness.replayed_count() == 3, WAIT_S)  # published, now on its way to us
         with harness._lock:
             replayed = list(harness.replayed)
         assert (
