@@ -241,3 +241,43 @@ def test_weights_the_publisher_refuses_halt_publication_and_keep_the_last_good_v
     finally:
         session.close()
     assert len([m for m in _errors(caplog) if "weights are no longer published" in m]) == 1
+
+
+def test_a_checkpoint_the_full_disk_refuses_stops_checkpoints_not_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the soak (issue 13): a periodic checkpoint on a full disk raised in the training thread, training
+    stopped and the learner was restarted. Now training goes on, the failure is logged, the next period tries
+    again, and no half-written file is left; a full disk at the stop costs the final checkpoint only."""
+    import torch as torch_module
+
+    session = LearningSession(
+        SessionConfig(
+            run_dir=tmp_path,
+            learning=_learning(),
+            buffer=BufferConfig(prefetch=0),
+            pacing=PacingConfig(mode="async", updates_per_step=1.0, min_transitions=10),
+            checkpoint_period_s=0.01,
+        )
+    )
+    real_save = torch_module.save
+
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("[enforce fail at inline_container.cc] PytorchStreamWriter failed writing file data/0")
+
+    monkeypatch.setattr(torch_module, "save", no_space)
+    try:
+        with caplog.at_level(logging.ERROR, logger="user.learner.session"):
+            session.start(Sink())
+            for e in range(4):
+                for t in f.episode("r", e, steps=10, images=False):
+                    session.add(t)
+            assert wait_until(lambda: session.trainer.counters.update_calls >= 20, 20.0), session.trainer.failed
+        assert session.trainer.failed is None  # training went on
+        assert any("no checkpoint written to" in r.getMessage() and "training goes on" in r.getMessage()
+                   for r in caplog.records)  # fmt: skip
+        assert not list((tmp_path / "checkpoints").glob(".*.tmp"))  # nothing half-written left
+        monkeypatch.setattr(torch_module, "save", real_save)  # space again
+        assert wait_until((tmp_path / "checkpoints" / "latest.pt").exists, 20.0)
+    finally:
+        session.close()

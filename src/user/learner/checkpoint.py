@@ -9,6 +9,7 @@ previous checkpoint intact; the newest `keep` numbered copies are kept beside it
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -30,6 +31,10 @@ FORMAT = 1
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or does not fit this learner."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (a full or failing disk); the previous one is unchanged."""
 
 
 @dataclass
@@ -76,10 +81,17 @@ class CheckpointStore:
             "learner": dataclasses.asdict(checkpoint.learner),
         }
         tmp = self.directory / f".{LATEST}.tmp"
-        with open(tmp, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(payload, f)  # a full disk raises OSError, or RuntimeError from torch's zip writer
+                f.flush()
+                os.fsync(f.fileno())
+        except (OSError, RuntimeError) as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise CheckpointWriteError(
+                f"no checkpoint written to {self.directory} ({type(exc).__name__}: {exc}); {LATEST} is unchanged"
+            ) from exc
         numbered = self.directory / f"step_{checkpoint.trainer.update_calls}.pt"
         os.replace(tmp, self.latest)
         try:

@@ -27,7 +27,7 @@ from user.buffer.config import BufferConfig, RateLimiterConfig
 from user.buffer.info import BufferInfo
 from user.buffer.replay import ReplayBuffer
 from user.interfaces.domain import Transition
-from user.learner.checkpoint import Checkpoint, CheckpointStore, LearnerCounters
+from user.learner.checkpoint import Checkpoint, CheckpointStore, CheckpointWriteError, LearnerCounters
 from user.learner.config import LearningConfig, PacingConfig, check_batch_split
 from user.learner.device import resolve_device
 from user.learner.progress import ProgressLog
@@ -189,6 +189,8 @@ class LearningSession:
                 self.save_checkpoint()
             else:
                 self.log.error("no final checkpoint: %s", self.halted)
+        except CheckpointWriteError as exc:
+            self.log.error("no final checkpoint: %s", exc)
         finally:
             self.progress.close()
             with self._lock:
@@ -260,7 +262,11 @@ class LearningSession:
             self._publish(self._sink.after_update)
         period = self.config.checkpoint_period_s
         if period > 0 and self.halted is None and time.monotonic() - self._last_checkpoint >= period:
-            self.save_checkpoint()
+            try:
+                self.save_checkpoint()
+            except CheckpointWriteError as exc:  # a full disk stops checkpoints, not training; tried again later
+                self._last_checkpoint = time.monotonic()
+                self.log.error("%s; training goes on, the next checkpoint is tried in %g s", exc, period)
 
     def _finite_update(self, calls: int) -> bool:
         """False once an update's losses or diagnostics were not finite (the policy is poisoned from then on)."""
