@@ -3,7 +3,6 @@ refuses whole (and says why), when segments roll, what reaches stable storage, a
 
 import logging
 import os
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,17 +43,6 @@ def _writer(
     index = Index(directory, durable=False)
     disk = DiskStorage(directory, index, CODEC, config)
     return EpisodeWriter(disk, config, clock=clock or Clock(), fault_hook=None if points is None else points.append)
-
-
-@pytest.fixture
-def writers(tmp_path: Path) -> Iterator[list[EpisodeWriter]]:
-    """Writers made by a test, closed with their index at its end."""
-    made: list[EpisodeWriter] = []
-    yield made
-    for w in made:
-        w.close()
-        w.storage.close()
-        w.index.close()
 
 
 def _messages(path: Path) -> list[tuple[str, object]]:

@@ -5,7 +5,7 @@ costs the one episode being written, never the ones before it nor the writer its
 import logging
 import math
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,16 +32,6 @@ def _writer(directory: Path, **storage: object) -> EpisodeWriter:
     config = StorageConfig(**{"cache_size": 1000, "fsync": "never", **storage})  # type: ignore[arg-type]
     index = Index(directory, durable=False)
     return EpisodeWriter(DiskStorage(directory, index, CODEC, config), config)
-
-
-@pytest.fixture
-def writers(tmp_path: Path) -> Iterator[list[EpisodeWriter]]:
-    made: list[EpisodeWriter] = []
-    yield made
-    for w in made:
-        w.close()
-        w.storage.close()
-        w.index.close()
 
 
 @pytest.fixture
