@@ -278,3 +278,48 @@ def test_a_learner_that_reaches_its_stop_after_ends_the_run_cleanly(
     assert "s since the start (stop_after.wall_time_s 2)" in text, text
     assert "stopped talker" in text and "stopped listener" in text, text
     assert (tmp_path / "learner_run" / "checkpoints" / "latest.pt").exists()
+
+
+def _talker_in_domain(tmp_path: Path, endpoint: str, domain: str) -> Path:
+    path = tmp_path / f"{domain}.yaml"
+    path.write_text(
+        f"""name: talker_{domain}
+domain: {domain}
+router:
+  endpoints: [{endpoint}]
+  start: auto
+log_dir: {tmp_path}/logs_{domain}
+nodes:
+  - name: talker
+    kind: talker
+    params: {{topic: /chatter, rate_hz: 10.0, text: from_{domain}}}
+"""
+    )
+    return path
+
+
+def test_two_deployments_with_different_domains_share_a_router_unseen(tmp_path: Path) -> None:
+    """Issue 15: like two ROS_DOMAIN_IDs, one host, one router; each sees only its own /chatter."""
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = Bringup(_talker_in_domain(tmp_path / "a", endpoint, "lab_a"), tmp_path / "a")
+    second: Bringup | None = None
+    try:
+        assert first.wait_for("started talker"), first.text()
+        second = Bringup(_talker_in_domain(tmp_path / "b", endpoint, "lab_b"), tmp_path / "b")
+        assert second.wait_for("using the Zenoh router already running"), second.text()
+        assert second.wait_for("started talker"), second.text()
+        for domain in ("lab_a", "lab_b"):
+            env = dict(os.environ, USER_ZENOH_ROUTER=endpoint, USER_DOMAIN=domain)
+            echo = subprocess.run(
+                user_cmd("topic", "echo", "/chatter", "--count", "5", "--timeout", "60"),
+                env=env, capture_output=True, text=True, timeout=90,
+            )  # fmt: skip
+            assert echo.returncode == 0, echo.stderr
+            assert echo.stdout.count(f"from_{domain}") == 5, echo.stdout
+            other = "lab_b" if domain == "lab_a" else "lab_a"
+            assert f"from_{other}" not in echo.stdout
+    finally:
+        codes = [b.stop() for b in (second, first) if b is not None]
+    assert codes == [0, 0], (first.text(), second.text() if second else "")

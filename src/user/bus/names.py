@@ -44,3 +44,14 @@ def mangle(text: str) -> str:
 
 def unmangle(chunk: str) -> str:
     return chunk.replace("%", "/")
+
+
+def in_domain(domain: str, key: str) -> str:
+    """The key of `key` inside `domain` (unchanged when there is no domain)."""
+    return f"{domain}/{key}" if domain else key
+
+
+def out_of_domain(domain: str, key: str) -> str:
+    """The inverse of `in_domain` for a key received from the network."""
+    prefix = f"{domain}/"
+    return key[len(prefix) :] if domain and key.startswith(prefix) else key

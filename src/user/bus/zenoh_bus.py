@@ -32,7 +32,7 @@ from user.bus.base import (
     TokenCallback,
     describe,
 )
-from user.bus.names import mangle, resolve, topic_to_key, unmangle
+from user.bus.names import in_domain, mangle, out_of_domain, resolve, topic_to_key, unmangle
 from user.bus.parameters import ParameterRefusedError, ParameterStore
 from user.bus.service_thread import ServiceThread
 from user.bus.timers import TimerScheduler
@@ -119,11 +119,19 @@ class ZenohBus:
         self.zid = str(self.session.zid())
         self._timers = TimerScheduler(name, self._lock)
         self._service_thread: ServiceThread | None = None  # started by the first `OwnThread` service
-        self._node_token = self.session.liveliness().declare_token(f"{NODE_PREFIX}/{mangle(name)}/{self.zid}")
+        node_key = self._key(f"{NODE_PREFIX}/{mangle(name)}/{self.zid}")
+        self._node_token = self.session.liveliness().declare_token(node_key)
 
     @property
     def name(self) -> str:
         return self._name
+
+    def _key(self, key: str) -> str:
+        """`key` inside this session's domain: the one place a domain is applied."""
+        return in_domain(self.settings.domain, key)
+
+    def _topic_key(self, full: str) -> str:
+        return self._key(topic_to_key(full))
 
     def _wait_for_router(self) -> None:
         if not self.settings.router:
@@ -154,7 +162,7 @@ class ZenohBus:
     def _graph_token(self, role: str, topic: str, typename: str) -> Any:
         entity = f"{mangle(self._name)}/{self.zid}_{next(self._ids)}"
         key = f"{GRAPH_PREFIX}/{role}/{mangle(topic)}/{mangle(typename)}/{entity}"
-        return self.session.liveliness().declare_token(key)
+        return self.session.liveliness().declare_token(self._key(key))
 
     def _guarded(self, callback: Callable[..., None], what: str) -> Callable[..., None]:
         lock = self._lock
@@ -171,7 +179,7 @@ class ZenohBus:
     def create_publisher(self, topic: str, typename: str, qos: QoS = RELIABLE) -> ZenohPublisher:
         self._check_open()
         full = resolve(topic, self.namespace)
-        key = topic_to_key(full)
+        key = self._topic_key(full)
         options: dict[str, Any] = {
             "congestion_control": zenoh.CongestionControl.BLOCK if qos.reliable else zenoh.CongestionControl.DROP,
             "reliability": zenoh.Reliability.RELIABLE if qos.reliable else zenoh.Reliability.BEST_EFFORT,
@@ -194,7 +202,7 @@ class ZenohBus:
     def create_subscription(self, topic: str, typename: str, callback: RawCallback, qos: QoS = RELIABLE) -> _Declared:
         self._check_open()
         full = resolve(topic, self.namespace)
-        key = topic_to_key(full)
+        key = self._topic_key(full)
         # The per-message path is one flat function: at 100 B messages every extra Python frame and
         # `with` statement costs measurable throughput (bench/bus.py).
         acquire, release, name = self._lock.acquire, self._lock.release, self._name
@@ -239,7 +247,7 @@ class ZenohBus:
             def on_query(query: Any) -> None:
                 self._answer(full, handler, query, self._lock)
 
-        queryable = self.session.declare_queryable(topic_to_key(full), on_query, complete=True)
+        queryable = self.session.declare_queryable(self._topic_key(full), on_query, complete=True)
         handle = _Declared(self, queryable, self._graph_token("srv", full, srv_type))
         self._keep(handle)
         return handle
@@ -267,7 +275,7 @@ class ZenohBus:
         full = resolve(name, self.namespace)
         start = time.monotonic()
         replies = self.session.get(
-            topic_to_key(full),
+            self._topic_key(full),
             payload=request,
             timeout=timeout_s,
             target=zenoh.QueryTarget.BEST_MATCHING,
@@ -303,18 +311,20 @@ class ZenohBus:
 
     def declare_token(self, key: str) -> _Declared:
         self._check_open()
-        handle = _Declared(self, self.session.liveliness().declare_token(key))
+        handle = _Declared(self, self.session.liveliness().declare_token(self._key(key)))
         self._keep(handle)
         return handle
 
     def watch_tokens(self, prefix: str, callback: TokenCallback) -> _Declared:
         self._check_open()
         guarded = self._guarded(callback, f"tokens {prefix}")
+        domain = self.settings.domain
 
         def on_sample(sample: Any) -> None:
-            guarded(str(sample.key_expr), sample.kind == zenoh.SampleKind.PUT)
+            guarded(out_of_domain(domain, str(sample.key_expr)), sample.kind == zenoh.SampleKind.PUT)
 
-        sub = self.session.liveliness().declare_subscriber(f"{prefix.rstrip('/')}/**", on_sample, history=True)
+        pattern = self._key(f"{prefix.rstrip('/')}/**")
+        sub = self.session.liveliness().declare_subscriber(pattern, on_sample, history=True)
         handle = _Declared(self, sub)
         self._keep(handle)
         return handle
@@ -332,11 +342,11 @@ class ZenohBus:
             with lock:
                 alive[str(sample.key_expr)] = sample.kind == zenoh.SampleKind.PUT
 
-        sub = self.session.liveliness().declare_subscriber(pattern, on_sample, history=True)
+        sub = self.session.liveliness().declare_subscriber(self._key(pattern), on_sample, history=True)
         time.sleep(window_s)
         sub.undeclare()  # type: ignore[no-untyped-call]
         with lock:
-            return sorted(key for key, up in alive.items() if up)
+            return sorted(out_of_domain(self.settings.domain, key) for key, up in alive.items() if up)
 
     def count_subscribers(self, topic: str, timeout_s: float = 0.5) -> int:
         full = mangle(resolve(topic, self.namespace))

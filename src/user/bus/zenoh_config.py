@@ -12,11 +12,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from user.bus.names import TOKEN_RULE, is_token
+
 DEFAULT_ROUTER_ENDPOINT = "tcp/127.0.0.1:7447"
 ENV_ROUTER = "USER_ZENOH_ROUTER"  # comma-separated router endpoints, e.g. "tcp/10.0.0.5:7447"
 ENV_CONFIG = "USER_ZENOH_CONFIG"  # path of a Zenoh JSON5 config file applied before our settings
 ENV_MULTICAST = "USER_ZENOH_MULTICAST"  # "1" turns multicast scouting on
 ENV_LEASE = "USER_ZENOH_LEASE_S"  # seconds of silence after which a peer counts as gone
+ENV_DOMAIN = "USER_DOMAIN"  # the deployment's domain: a key prefix, like ROS_DOMAIN_ID (empty: none)
 
 
 @dataclass
@@ -29,6 +32,11 @@ class ZenohSettings:
     router_timeout_s: float = 5.0  # how long a node waits for its router before failing clearly
     config_file: str | None = None  # a Zenoh JSON5 file for everything else (TLS, auth, ...)
     lease_s: float | None = None  # declare a silent peer (hung host, cut cable) dead after this; None: Zenoh's 10 s
+    domain: str = ""  # prefix of every key this session uses ("lab_a" -> "lab_a/robot/obs"); "" = none, the
+    # plain zenoh-bridge-ros2dds keys. Sessions in different domains never see each other's topics or nodes.
+
+    def __post_init__(self) -> None:
+        check_domain(self.domain)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ZenohSettings:
@@ -40,12 +48,25 @@ class ZenohSettings:
             settings.config_file = os.environ[ENV_CONFIG]
         if os.environ.get(ENV_LEASE):
             settings.lease_s = float(os.environ[ENV_LEASE])
+        if os.environ.get(ENV_DOMAIN):
+            settings.domain = os.environ[ENV_DOMAIN].strip()
         if os.environ.get(ENV_MULTICAST):
             settings.multicast_scouting = os.environ[ENV_MULTICAST] not in ("", "0", "false")
         for key, value in overrides.items():
             if value is not None:
                 setattr(settings, key, value)
+        check_domain(settings.domain)
         return settings
+
+
+class InvalidDomainError(ValueError):
+    """A domain name that cannot be a key prefix."""
+
+
+def check_domain(domain: str) -> None:
+    """Refuse a domain that is not one name token (so that it is exactly one chunk of every key)."""
+    if domain and not is_token(domain):
+        raise InvalidDomainError(f"invalid domain {domain!r} ({ENV_DOMAIN} or `domain:`): it {TOKEN_RULE}")
 
 
 def session_config(settings: ZenohSettings, mode: str = "peer", listen: list[str] | None = None) -> Any:

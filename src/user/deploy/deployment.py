@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from user.bus.zenoh_config import DEFAULT_ROUTER_ENDPOINT
+from user.bus.zenoh_config import DEFAULT_ROUTER_ENDPOINT, InvalidDomainError, check_domain
 from user.config.strict import ConfigError, from_mapping, load_yaml, setting
 from user.interfaces.idl import candidate_dirs
 from user.runtime.kinds import KINDS
@@ -88,10 +88,19 @@ class Deployment:
     name: str  # deployment name, used for the run/log directory
     nodes: list[NodeConfig]  # started in this order, stopped in reverse
     router: RouterConfig = field(default_factory=RouterConfig)
+    domain: str = setting(
+        "",
+        "key prefix of every topic, service and node of this deployment on Zenoh, like ROS_DOMAIN_ID: deployments "
+        "with different domains share a router without seeing each other (empty: no prefix)",
+    )
     log_dir: str = "{run_dir}/logs"  # per-node log files; {run_dir}, {name} are filled in (user.deploy.run_dir)
     shutdown_timeout_s: float = 5.0  # per node: SIGINT, then SIGTERM, then SIGKILL after this
 
     def __post_init__(self) -> None:
+        try:
+            check_domain(self.domain)
+        except InvalidDomainError as exc:
+            raise ConfigError(str(exc)) from exc
         seen: set[str] = set()
         for node in self.nodes:
             if node.name in seen:

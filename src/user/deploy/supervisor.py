@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from user.bus.router import router_reachable
+from user.bus.zenoh_config import ENV_DOMAIN
 from user.deploy.child import Child
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment
@@ -57,6 +58,7 @@ class Supervisor:
     def _env(self, extra: dict[str, str]) -> dict[str, str]:
         env = dict(os.environ)
         env["USER_ZENOH_ROUTER"] = ",".join(self.deployment.router.endpoints)
+        env[ENV_DOMAIN] = self.deployment.domain  # always set: a domain in the caller's environment is not inherited
         env["PYTHONUNBUFFERED"] = "1"
         env.update(extra)
         return env
