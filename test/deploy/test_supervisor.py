@@ -11,13 +11,14 @@ import pytest
 from test.conftest import free_port
 from user.config.strict import ConfigError
 from user.deploy.deployment import Deployment, load
+from user.deploy.sites import Site
 from user.deploy.supervisor import BringupError, Supervisor
 
 
 class SilentRouter(Supervisor):
     """A supervisor whose router process never answers (a machine too loaded to start it in time)."""
 
-    def router_argv(self) -> list[str]:
+    def router_argv(self, site: Site) -> list[str]:
         return [sys.executable, "-c", "import time; time.sleep(600)"]
 
 

@@ -19,6 +19,7 @@ ENV_ROUTER = "USER_ZENOH_ROUTER"  # comma-separated router endpoints, e.g. "tcp/
 ENV_CONFIG = "USER_ZENOH_CONFIG"  # path of a Zenoh JSON5 config file applied before our settings
 ENV_MULTICAST = "USER_ZENOH_MULTICAST"  # "1" turns multicast scouting on
 ENV_LEASE = "USER_ZENOH_LEASE_S"  # seconds of silence after which a peer counts as gone
+ENV_MODE = "USER_ZENOH_MODE"  # "client": every message through the router (a secured site); default "peer"
 ENV_DOMAIN = "USER_DOMAIN"  # the deployment's domain: a key prefix, like ROS_DOMAIN_ID (empty: none)
 
 
@@ -32,11 +33,15 @@ class ZenohSettings:
     router_timeout_s: float = 5.0  # how long a node waits for its router before failing clearly
     config_file: str | None = None  # a Zenoh JSON5 file for everything else (TLS, auth, ...)
     lease_s: float | None = None  # declare a silent peer (hung host, cut cable) dead after this; None: Zenoh's 10 s
+    mode: str = "peer"  # "peer": talk to other nodes directly once the router introduced them; "client": only
+    # through the router, so that its access control sees everything (secured deployments)
     domain: str = ""  # prefix of every key this session uses ("lab_a" -> "lab_a/robot/obs"); "" = none, the
     # plain zenoh-bridge-ros2dds keys. Sessions in different domains never see each other's topics or nodes.
 
     def __post_init__(self) -> None:
         check_domain(self.domain)
+        if self.mode not in ("peer", "client"):
+            raise ValueError(f"{ENV_MODE}: mode must be peer or client, got {self.mode!r}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ZenohSettings:
@@ -48,6 +53,8 @@ class ZenohSettings:
             settings.config_file = os.environ[ENV_CONFIG]
         if os.environ.get(ENV_LEASE):
             settings.lease_s = float(os.environ[ENV_LEASE])
+        if os.environ.get(ENV_MODE):
+            settings.mode = os.environ[ENV_MODE].strip()
         if os.environ.get(ENV_DOMAIN):
             settings.domain = os.environ[ENV_DOMAIN].strip()
         if os.environ.get(ENV_MULTICAST):
@@ -55,7 +62,7 @@ class ZenohSettings:
         for key, value in overrides.items():
             if value is not None:
                 setattr(settings, key, value)
-        check_domain(settings.domain)
+        settings.__post_init__()
         return settings
 
 
@@ -69,14 +76,21 @@ def check_domain(domain: str) -> None:
         raise InvalidDomainError(f"invalid domain {domain!r} ({ENV_DOMAIN} or `domain:`): it {TOKEN_RULE}")
 
 
-def session_config(settings: ZenohSettings, mode: str = "peer", listen: list[str] | None = None) -> Any:
-    """A `zenoh.Config` for a node (`mode="peer"`) or a router (`mode="router"`)."""
+def session_config(
+    settings: ZenohSettings, mode: str | None = None, listen: list[str] | None = None, connect: list[str] | None = None
+) -> Any:
+    """A `zenoh.Config` for a node (`settings.mode`), a probe (`mode="client"`) or a router (`mode="router"`,
+    listening on `listen` and dialling the routers at `connect`)."""
     import zenoh
 
+    mode = mode or settings.mode
     config = zenoh.Config.from_file(settings.config_file) if settings.config_file else zenoh.Config()
     config.insert_json5("mode", json.dumps(mode))
     if mode == "router":
         config.insert_json5("listen/endpoints", json.dumps(listen if listen is not None else settings.router))
+        config.insert_json5("connect/endpoints", json.dumps(connect or []))
+    elif mode == "client":
+        config.insert_json5("connect/endpoints", json.dumps(settings.router))
     else:
         config.insert_json5("connect/endpoints", json.dumps(settings.router))
         config.insert_json5("listen/endpoints", json.dumps(listen if listen is not None else settings.listen))

@@ -13,7 +13,7 @@ from pathlib import Path
 from user.config.strict import ConfigError
 from user.deploy.deployment import load
 from user.deploy.run_dir import SAVED_DEPLOYMENT, bind, continue_episode_ids, fresh_run_dir, save
-from user.deploy.supervisor import Supervisor
+from user.deploy.supervisor import BringupError, Supervisor
 from user.runtime.status import EXIT_CONFIG_ERROR, EXIT_FAILED
 
 _log = logging.getLogger("user.bringup")
@@ -30,6 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         type=Path,
         metavar="RUN_DIR",
         help="continue the run in RUN_DIR: its buffer, checkpoints and (unless CONFIG is given) its deployment",
+    )
+    p.add_argument(
+        "--site",
+        action="append",
+        metavar="SITE",
+        help="start only this site's router and nodes (repeatable; default: every site, all on this host)",
     )
     p.set_defaults(func=run)
 
@@ -54,4 +60,9 @@ def run(args: argparse.Namespace) -> int:
     if resume is not None:
         bound = continue_episode_ids(bound, run_dir)
     _log.info("%s %s in %s", "resuming" if resume else "starting", deployment.name, run_dir)
-    return Supervisor(bound, args.log_dir).run()
+    try:
+        supervisor = Supervisor(bound, args.log_dir, args.site)
+    except BringupError as exc:
+        _log.error("%s", exc)
+        return EXIT_CONFIG_ERROR
+    return supervisor.run()

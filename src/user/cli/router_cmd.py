@@ -20,13 +20,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="ENDPOINT",
         help=f"endpoint to listen on (repeatable; default {DEFAULT_ROUTER_ENDPOINT})",
     )
+    p.add_argument(
+        "--connect",
+        action="append",
+        metavar="ENDPOINT",
+        help="another site's router to link to (repeatable); TLS and access control from USER_ZENOH_CONFIG",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     try:
-        serve(args.listen or [DEFAULT_ROUTER_ENDPOINT], stop, ZenohSettings.from_env())
+        serve(args.listen or [DEFAULT_ROUTER_ENDPOINT], stop, ZenohSettings.from_env(), args.connect)
     except OSError as exc:
         _log.error("%s", exc)
         return 2

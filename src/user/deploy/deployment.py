@@ -18,9 +18,12 @@ from typing import Any, Literal
 
 from user.bus.zenoh_config import DEFAULT_ROUTER_ENDPOINT, InvalidDomainError, check_domain
 from user.config.strict import ConfigError, from_mapping, load_yaml, setting
+from user.deploy.sites import Site, SiteConfig, check_placement, check_sites
+from user.deploy.sites import resolve as resolve_sites
 from user.interfaces.idl import candidate_dirs
 from user.runtime.kinds import KINDS
 from user.runtime.priority import MAX_NICE
+from user.security.zenoh_files import SecurityConfig
 
 CONFIG_DIR = next(  # config/ of a source checkout, else of the install (<prefix>/share/user/config)
     (d / "config" for d in candidate_dirs() if (d / "config").is_dir()),
@@ -63,6 +66,7 @@ class NodeConfig:
     respawn_reset_s: float = setting(
         60.0, "after running this long without exiting, the node's respawn count starts again from 0", min=0.1
     )
+    site: str = setting("", "the site this node runs in (one of the deployment's `sites`; empty without sites)")
     start_timeout_s: float = setting(
         120.0,
         "the node must report running within this many seconds of its start, else it is stopped and counts "
@@ -95,6 +99,10 @@ class Deployment:
     )
     log_dir: str = "{run_dir}/logs"  # per-node log files; {run_dir}, {name} are filled in (user.deploy.run_dir)
     shutdown_timeout_s: float = 5.0  # per node: SIGINT, then SIGTERM, then SIGKILL after this
+    sites: dict[str, SiteConfig] = setting(
+        {}, "where nodes run (a lab, the cloud): a router each, joined router to router; empty: one site, `router`"
+    )
+    security: SecurityConfig = field(default_factory=SecurityConfig)  # TLS, identities and access control
 
     def __post_init__(self) -> None:
         try:
@@ -106,6 +114,26 @@ class Deployment:
             if node.name in seen:
                 raise ConfigError(f"node name {node.name!r} is used twice")
             seen.add(node.name)
+        check_sites(self.sites, {node.name: node.site for node in self.nodes})
+        check_placement(self.nodes)
+        if self.security.enabled:
+            plain = [e for site in self.routers() for e in site.listen if not e.startswith("tls/")]
+            if plain:
+                raise ConfigError(
+                    f"security.certs_dir is set but these router endpoints are not tls/: {', '.join(plain)}"
+                )
+            unknown = {t: o for t, o in self.security.owners.items() if o not in seen}
+            if unknown:
+                topic, owner = next(iter(unknown.items()))
+                raise ConfigError(f"security.owners: {topic!r} is owned by {owner!r}, which is not a node")
+
+    def routers(self) -> list[Site]:
+        """Every site's router as it is started (one for a deployment without sites)."""
+        return resolve_sites(self.sites, self.router.endpoints, self.router.start_timeout_s)
+
+    def identities(self) -> list[str]:
+        """Every certificate name of the deployment: its routers' and its nodes' (`user certs --deployment`)."""
+        return [*(site.identity for site in self.routers()), *(n.name for n in self.nodes), *self.security.identities]
 
 
 def resolve_path(config: str | Path | None, search_dirs: list[str | Path] | None = None) -> Path:

@@ -23,18 +23,21 @@ import time
 from pathlib import Path
 
 from user.bus.router import router_reachable
-from user.bus.zenoh_config import ENV_DOMAIN
+from user.bus.zenoh_config import ENV_CONFIG
 from user.deploy.child import Child
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment
 from user.deploy.respawn import NodeLife, Outcome
+from user.deploy.site_env import node_env, router_config
+from user.deploy.sites import SINGLE_SITE, Site
 from user.runtime.status import ENV_STATUS_FILE, RUNNING
 
 _log = logging.getLogger("user.bringup")
 
 POLL_S = 0.1  # how often children are checked
 ROUTER_PROBE_S = 0.5  # one reachability probe of the router
-ROUTER_MAX_RESTARTS = 5  # a router that keeps dying stops the deployment
+ROUTER_MAX_RESTARTS = 5  # routers that keep dying stop the deployment
+ZENOH_DIR = "zenoh"  # under the log directory: the Zenoh config files of a secured deployment's processes
 CLEAN_EXITS = (0, -signal.SIGINT)  # how a node stopped by SIGINT may end
 
 
@@ -45,57 +48,75 @@ class BringupError(RuntimeError):
 class Supervisor:
     """Owns the router and node processes of one deployment."""
 
-    def __init__(self, deployment: Deployment, log_dir: Path | None = None) -> None:
+    def __init__(self, deployment: Deployment, log_dir: Path | None = None, sites: list[str] | None = None) -> None:
         self.deployment = deployment
         default = deployment.log_dir.replace("{run_dir}", f"runs/{deployment.name}").replace("{name}", deployment.name)
         self.log_dir = log_dir or Path(default)  # unbound deployments (no run directory) log under runs/<name>
+        known = {site.name: site for site in deployment.routers()}
+        unknown = [name for name in sites or [] if name not in known]
+        if unknown:
+            raise BringupError(f"--site {', '.join(unknown)}: not a site of {deployment.name} ({', '.join(known)})")
+        self.sites = [site for name, site in known.items() if not sites or name in sites]  # started on this host
         self.children: list[Child] = []
-        self.router: Child | None = None
-        self.router_restarts = 0  # times the router was started again after it exited
+        self.routers: dict[str, Child] = {}  # by site name: the routers this supervisor started
+        self.router_restarts = 0  # times a router was started again after it exited
         self.stop_event = threading.Event()
         self.failed = False
 
+    @property
+    def router(self) -> Child | None:
+        """The router of a deployment without sites (None when one was already running)."""
+        return self.routers.get(SINGLE_SITE)
+
     def _env(self, extra: dict[str, str]) -> dict[str, str]:
         env = dict(os.environ)
-        env["USER_ZENOH_ROUTER"] = ",".join(self.deployment.router.endpoints)
-        env[ENV_DOMAIN] = self.deployment.domain  # always set: a domain in the caller's environment is not inherited
         env["PYTHONUNBUFFERED"] = "1"
         env.update(extra)
         return env
 
-    def start_router(self) -> None:
+    def start_router(self, site: Site | None = None) -> None:
+        """Start `site`'s router (the first site's by default) unless `router.start` says to use a running one."""
+        site = site or self.sites[0]
         cfg = self.deployment.router
-        running = router_reachable(cfg.endpoints, timeout_s=ROUTER_PROBE_S)
+        config_file = router_config(self.deployment, site, self.log_dir / ZENOH_DIR)
+        running = router_reachable(site.endpoints, ROUTER_PROBE_S, config_file)
         if cfg.start == "never" or (cfg.start == "auto" and running):
             if not running:
-                raise BringupError(f"no Zenoh router answers at {', '.join(cfg.endpoints)} and router.start is never")
-            _log.info("using the Zenoh router already running at %s", ", ".join(cfg.endpoints))
+                raise BringupError(f"no Zenoh router answers at {', '.join(site.endpoints)} and router.start is never")
+            _log.info("using the Zenoh router already running at %s", ", ".join(site.endpoints))
             return
-        self.router = Child("router", self.router_argv(), self._env({}), self.log_dir / "router.log")
-        self.router.start()
-        deadline = time.monotonic() + cfg.start_timeout_s
-        while not router_reachable(cfg.endpoints, timeout_s=ROUTER_PROBE_S):
+        env = self._env({ENV_CONFIG: config_file} if config_file else {})
+        name = site.identity if site.name else "router"
+        router = Child(name, self.router_argv(site), env, self.log_dir / f"{name}.log")
+        self.routers[site.name] = router
+        router.start()
+        deadline = time.monotonic() + site.start_timeout_s
+        while not router_reachable(site.endpoints, ROUTER_PROBE_S, config_file):
             if self.stop_event.is_set():
                 return
-            if not self.router.alive() or time.monotonic() > deadline:
+            if not router.alive() or time.monotonic() > deadline:
                 raise BringupError(
-                    f"the Zenoh router did not come up on {', '.join(cfg.endpoints)} within router.start_timeout_s "
-                    f"({cfg.start_timeout_s:g} s); see {self.router.log_path}"
+                    f"the {site.label} did not come up on {', '.join(site.endpoints)} within "
+                    f"{'router' if not site.name else 'sites.' + site.name}.start_timeout_s "
+                    f"({site.start_timeout_s:g} s); see {router.log_path}"
                 )
 
-    def router_argv(self) -> list[str]:
-        """The router's command line: `user router` on the deployment's endpoints."""
+    def router_argv(self, site: Site) -> list[str]:
+        """The router's command line: `user router` on the site's endpoints, dialling the sites it links to."""
         argv = [sys.executable, "-m", "user", "router"]
-        for endpoint in self.deployment.router.endpoints:
+        for endpoint in site.listen:
             argv += ["--listen", endpoint]
+        for endpoint in site.connect:
+            argv += ["--connect", endpoint]
         return argv
 
-    def _child(self, launch: NodeLaunch) -> Child:
+    def _child(self, launch: NodeLaunch, site: Site) -> Child:
         status = self.log_dir / f"{launch.name}.status"
+        where = node_env(self.deployment, site, launch.name, self.log_dir / ZENOH_DIR)
         return Child(
             name=launch.name,
             argv=launch.zenoh_command(),
-            env=self._env({**launch.env, ENV_STATUS_FILE: str(status)}),
+            env=self._env({**launch.env, **where, ENV_STATUS_FILE: str(status)}),
             log_path=self.log_dir / f"{launch.name}.log",
             status_path=status,
             life=NodeLife(launch),
@@ -110,11 +131,18 @@ class Supervisor:
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.start_router()
+        for site in self.sites:
+            self.start_router(site)
+            if self.stop_event.is_set():
+                return
+        here = {site.name: site for site in self.sites}
+        site_of = {node.name: node.site for node in self.deployment.nodes}
         for launch in launches(self.deployment):
             if self.stop_event.is_set():  # Ctrl-C while starting: start no more
                 return
-            child = self._child(launch)
+            if site_of[launch.name] not in here:
+                continue  # another host's share of the deployment
+            child = self._child(launch, here[site_of[launch.name]])
             self._start(child)
             self.children.append(child)
 
@@ -130,13 +158,14 @@ class Supervisor:
                 self._watch(child, now)
             elif child.proc is not None:
                 self._exited(child, now)
-        if self.router is not None and not self.router.alive():
-            self._router_exited()
+        for site in self.sites:
+            router = self.routers.get(site.name)
+            if router is not None and not router.alive():
+                self._router_exited(site, router)
 
-    def _router_exited(self) -> None:
-        """The router holds no state: start it again (nodes reconnect to its endpoints); give up after a few."""
-        assert self.router is not None
-        code = self.router.finish()
+    def _router_exited(self, site: Site, router: Child) -> None:
+        """A router holds no state: start it again (nodes reconnect to its endpoints); give up after a few."""
+        code = router.finish()
         self.router_restarts += 1
         if self.router_restarts > ROUTER_MAX_RESTARTS:
             _log.error("the Zenoh router exited with code %s, restarted %d times already; stopping the deployment",
@@ -144,10 +173,10 @@ class Supervisor:
             self.failed = True
             self.stop_event.set()
             return
-        _log.warning("the Zenoh router exited with code %s; starting it again (the nodes reconnect)", code)
-        self.router = None
+        _log.warning("the %s exited with code %s; starting it again (the nodes reconnect)", site.label, code)
+        del self.routers[site.name]
         try:
-            self.start_router()
+            self.start_router(site)
         except BringupError as exc:
             _log.error("%s; stopping the deployment", exc)
             self.failed = True
@@ -213,15 +242,14 @@ class Supervisor:
         return 1 if self.failed else 0
 
     def shutdown(self) -> None:
-        """Stop every node at once (SIGINT in reverse start order), then the router."""
+        """Stop every node at once (SIGINT in reverse start order), then the routers."""
         self._stop_together([c for c in reversed(self.children) if c.alive()])
-        if self.router is not None and self.router.alive():
-            self._stop_together([self.router])
+        self._stop_together([router for router in self.routers.values() if router.alive()])
 
     def _stopped(self, child: Child) -> None:
         code = child.finish()
-        if child is self.router:
-            _log.info("stopped the Zenoh router")
+        if child in self.routers.values():
+            _log.info("stopped %s", "the Zenoh router" if child is self.router else child.name)
             return
         _log.info("stopped %s (exit code %s)", child.name, code)
         if code not in CLEAN_EXITS:

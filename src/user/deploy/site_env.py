@@ -1,0 +1,54 @@
+"""What a router or node process of a deployment is given to find its site's router: endpoints, the domain, and
+for a secured deployment its TLS identity and access control as a Zenoh config file (`user.security`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from user.bus.zenoh_config import ENV_CONFIG, ENV_DOMAIN, ENV_MODE, ENV_ROUTER
+from user.deploy.deployment import Deployment
+from user.deploy.sites import ROUTER_IDENTITY, Site, next_hop
+from user.security.zenoh_files import Owned, access_control, tls, write
+
+DEFAULT_WEIGHTS_TOPIC = "/policy/weights"  # a learner's `weights_topic` when its params do not set it
+
+
+def node_env(deployment: Deployment, site: Site, node: str, zenoh_dir: Path) -> dict[str, str]:
+    """A node's environment: its site's router, the domain (always set, so the caller's is not inherited), and
+    when secured, its certificate and client mode (everything it sends passes the router's access control)."""
+    env = {ENV_ROUTER: ",".join(site.endpoints), ENV_DOMAIN: deployment.domain}
+    if deployment.security.enabled:
+        identity = tls(Path(deployment.security.certs_dir), node)
+        env[ENV_CONFIG] = str(write(zenoh_dir / f"{node}.json5", {"transport": {"link": {"tls": identity}}}))
+        env[ENV_MODE] = "client"
+    return env
+
+
+def router_config(deployment: Deployment, site: Site, zenoh_dir: Path) -> str | None:
+    """The Zenoh config file of `site`'s router (TLS and access control), or None for an unsecured deployment."""
+    if not deployment.security.enabled:
+        return None
+    certs = Path(deployment.security.certs_dir)
+    acl = access_control(owned_at(deployment, site.name), deployment.identities(), deployment.domain)
+    config = {"transport": {"link": {"tls": tls(certs, site.identity)}}, "access_control": acl}
+    return str(write(zenoh_dir / f"{site.identity}.json5", config))
+
+
+def owners(deployment: Deployment) -> dict[str, str]:
+    """Topic -> its only publisher: each learner's weights topic, and `security.owners`."""
+    learners = [n for n in deployment.nodes if n.kind == "learner"]
+    found = {str(n.params.get("weights_topic", DEFAULT_WEIGHTS_TOPIC)): n.name for n in learners}
+    found.update(deployment.security.owners)  # every owner is a node: checked when the deployment loads
+    return found
+
+
+def owned_at(deployment: Deployment, site: str) -> list[Owned]:
+    """What `site`'s router lets only its owners send: from the owner itself, or at another site from the
+    neighbouring router on the link path toward the owner's site."""
+    site_of = {n.name: n.site for n in deployment.nodes}
+    owned = []
+    for topic, owner in sorted(owners(deployment).items()):
+        hop = next_hop(deployment.sites, site, site_of[owner]) if deployment.sites else None
+        allowed = {owner} | ({ROUTER_IDENTITY.format(site=hop)} if hop else set())
+        owned.append(Owned(topic, frozenset(allowed)))
+    return owned
