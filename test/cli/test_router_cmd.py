@@ -66,4 +66,14 @@ def test_the_command_is_found_after_global_options() -> None:
     assert command_of(["--log-level", "DEBUG", "buffer", "info", "d"]) == "buffer"
     assert command_of(["--help"]) is None and command_of([]) is None
     assert command_of(["train-reward", "d", "--out", "o"]) == "train-reward"
-    assert set(COMMANDS) == {"bringup", "node", "router", "certs", "topic", "hardware", "buffer", "train-reward"}
+    assert set(COMMANDS) == {
+        "bringup",
+        "node",
+        "router",
+        "bridge",
+        "certs",
+        "topic",
+        "hardware",
+        "buffer",
+        "train-reward",
+    }

@@ -167,7 +167,7 @@ def test_the_access_control_allows_the_owner_and_the_hop_toward_it(tmp_path: Pat
     assert set(everyone) == {"router.cloud", "router.lab_a", "router.lab_b", "learner", "lab_talker", "rogue", "probe"}
     for site, allowed in (("cloud", {"learner"}), ("lab_a", {"learner", "router.cloud"})):
         owned = owned_at(deployment, site)
-        assert [(o.topic, o.allowed) for o in owned] == [("/policy/weights", allowed)]
+        assert [(o.topic, set(o.allowed)) for o in owned] == [("/policy/weights", allowed)]
         acl = access_control(owned, everyone, deployment.domain)
         assert acl["enabled"] is True
         assert acl["rules"][0]["key_exprs"] == ["sec/policy/weights"]

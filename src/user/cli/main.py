@@ -25,6 +25,7 @@ COMMANDS: dict[str, Command] = {
     "bringup": Command("user.cli.bringup_cmd", "start every node of a deployment, each in its own process"),
     "node": Command("user.cli.node_cmd", "run one node"),
     "router": Command("user.cli.router_cmd", "run a Zenoh router (nodes connect to it to find each other)"),
+    "bridge": Command("user.cli.bridge_cmd", "relay a ROS 2 site's topics between DDS and Zenoh (needs rclpy)"),
     "certs": Command("user.cli.certs_cmd", "make a CA and TLS certificates for a deployment's routers and nodes"),
     "topic": Command("user.cli.topic_cmd", "inspect and publish topics (like ros2 topic)"),
     "hardware": Command("user.cli.hardware_cmd", "list announced robots, cameras and accelerators; check placements"),

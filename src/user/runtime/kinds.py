@@ -21,6 +21,7 @@ KINDS: dict[str, str] = {
     "learner": "user.nodes.learner:LearnerNode",
     "rollout": "user.nodes.rollout:RolloutNode",
     "monitor": "user.nodes.monitor:MonitorNode",
+    "bridge": "user.nodes.bridge:BridgeNode",
 }
 
 

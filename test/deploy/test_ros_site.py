@@ -1,0 +1,135 @@
+"""A ROS 2 site joined to a Zenoh deployment through `user bridge` (issue 15): the learner and one sim arm (with
+its rollout and expert) run over Zenoh under `user bringup`, in sites `cloud` and `lab_a`; a second arm, its
+rollout and expert run on rclpy/DDS under `ros2 launch` with a bridge node. Both arms' demos and online
+episodes reach the learner's buffer, the policy acting on the ROS arm advances (the weights crossed Zenoh ->
+DDS), and the ROS arm is listed by `user hardware list` on the Zenoh side."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test.conftest import free_port, user_cmd, wait_until
+from user.buffer.replay import ReplayBuffer
+
+pytest.importorskip("mujoco")
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
+
+LEARNING = """      learning: &learning
+        mlp: {state_dim: 17, action_dim: 7, hidden: [64, 64]}
+        rlpd: {num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 2}"""
+
+
+def _arm(arm: str, site: str, seed: int, learning: str = "*learning") -> str:
+    where = f"\n    site: {site}" if site else ""
+    return f"""  - name: rollout_{arm}
+    kind: rollout{where}
+    params:
+      robots: [{arm}]
+      start_episode: 2
+      weights_publisher: learner
+      learning: {learning}
+  - name: expert_{arm}
+    kind: expert{where}
+    params: {{robot_id: {arm}, task: peg_insertion, until_episode: 2}}
+  - name: {arm}
+    kind: robot{where}
+    params: {{robot_id: {arm}, task: peg_insertion, realtime: false, privileged_state: true, seed: {seed},
+             wait_for_consumer_s: 60.0}}
+"""
+
+
+def _zenoh_side(tmp_path: Path, cloud: int, lab: int) -> Path:
+    path = tmp_path / "zenoh_side.yaml"
+    path.write_text(
+        f"""name: zenoh_side
+domain: mixed
+sites:
+  cloud: {{endpoints: [tcp/127.0.0.1:{cloud}]}}
+  lab_a: {{endpoints: [tcp/127.0.0.1:{lab}], connect: [cloud]}}
+nodes:
+  - name: learner
+    kind: learner
+    site: cloud
+    shutdown_timeout_s: 30.0
+    params:
+      robots: [arm_z, arm_r]
+      run_dir: "{{run_dir}}"
+{LEARNING}
+      pacing: {{min_transitions: 64, publish_every: 10}}
+      torch_threads: 1
+{_arm("arm_z", "lab_a", 1)}"""
+    )
+    return path
+
+
+def _ros_side(tmp_path: Path, cloud: int) -> Path:
+    path = tmp_path / "ros_side.yaml"
+    learning = (
+        "{mlp: {state_dim: 17, action_dim: 7, hidden: [64, 64]}, "
+        "rlpd: {num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 2}}"
+    )
+    path.write_text(
+        f"""name: ros_side
+nodes:
+  - name: bridge
+    kind: bridge
+    params: {{robots: [arm_r], zenoh_router: [tcp/127.0.0.1:{cloud}], domain: mixed}}
+{_arm("arm_r", "", 2, learning)}"""
+    )
+    return path
+
+
+def _stored(run: Path) -> dict[str, tuple[int, int]]:
+    """Per arm: (demo episodes, the highest policy version in its online episodes)."""
+    if not (run / "buffer").is_dir():
+        return {}
+    try:
+        with ReplayBuffer.open(run / "buffer", read_only=True) as buf:
+            rows = buf.storage.index.fetchall(
+                "SELECT robot_id, SUM(is_demo), MAX(CASE WHEN is_demo = 0 THEN policy_version ELSE 0 END) "
+                "FROM episodes GROUP BY robot_id"
+            )
+    except Exception:  # the learner has not created its index yet
+        return {}
+    return {str(r): (int(d or 0), int(v or 0)) for r, d, v in rows}
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(10)
+
+
+def test_a_ros_site_learns_with_a_zenoh_learner_through_the_bridge(tmp_path: Path) -> None:
+    cloud, lab = free_port(), free_port()
+    run = tmp_path / "run"
+    zenoh_out, ros_out = tmp_path / "zenoh.out", tmp_path / "ros.out"
+    bringup = user_cmd("bringup", str(_zenoh_side(tmp_path, cloud, lab)), "--run-dir", str(run))
+    launch = ["ros2", "launch", "user", "bringup.launch.py", f"config:={_ros_side(tmp_path, cloud)}",
+              f"run_dir:={tmp_path / 'ros_run'}"]  # fmt: skip
+    with open(zenoh_out, "wb") as z, open(ros_out, "wb") as r:
+        zenoh_side = subprocess.Popen(bringup, stdout=z, stderr=subprocess.STDOUT)
+        ros_side = subprocess.Popen(launch, stdout=r, stderr=subprocess.STDOUT)
+    try:
+
+        def both_learn() -> bool:
+            found = _stored(run)
+            return all(arm in found and found[arm][0] >= 2 and found[arm][1] >= 3 for arm in ("arm_z", "arm_r"))
+
+        ok = wait_until(both_learn, 300.0, 2.0)
+        assert ok, (_stored(run), zenoh_out.read_text()[-3000:], ros_out.read_text()[-3000:])
+        env = dict(os.environ, USER_ZENOH_ROUTER=f"tcp/127.0.0.1:{cloud}", USER_DOMAIN="mixed")
+        listed = subprocess.run(user_cmd("hardware", "list"), env=env, capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0 and "arm_r" in listed.stdout and "arm_z" in listed.stdout, listed
+    finally:
+        codes = (_stop(ros_side), _stop(zenoh_side))
+    assert codes[1] == 0, zenoh_out.read_text()[-3000:]
