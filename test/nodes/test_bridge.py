@@ -4,15 +4,17 @@ on DDS appears in a registry on the Zenoh side and goes when its announcer does.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import zenoh
 
-from test.conftest import wait_until
+from test.conftest import user_cmd, wait_until
 from user.bus.base import LATCHED, RELIABLE, Bus, QoS
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings, session_config
@@ -125,15 +127,14 @@ def test_bad_routes_are_refused(params: dict[str, Any], message: str) -> None:
         from_mapping(BridgeParams, params, where="bridge").routes()
 
 
-def test_user_bridge_runs_the_bridge_on_rclpy(make_ros_bus: Callable[..., Bus], router_endpoint: str) -> None:
-    import subprocess
-
-    from test.conftest import user_cmd
-
+def test_user_bridge_runs_the_bridge_on_rclpy(
+    make_ros_bus: Callable[..., Bus], router_endpoint: str, tmp_path: Path
+) -> None:
+    log = open(tmp_path / "bridge.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         user_cmd("bridge", "--robots", "arm_c", "--router", router_endpoint, "--domain", "bridged", "--name", "site_c",
                  "--to-ros", "/site_c/cmd std_msgs/msg/String latched"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     cloud = _zenoh("cloud_c", router_endpoint)
     try:
@@ -147,10 +148,12 @@ def test_user_bridge_runs_the_bridge_on_rclpy(make_ros_bus: Callable[..., Bus], 
             out.publish(b"\x00\x01\x00\x00event")
             return bool(events)
 
-        assert wait_until(crossed, 60.0, 0.3), proc.stderr.read().decode() if proc.poll() is not None else "no event"
+        assert wait_until(crossed, 60.0, 0.3), (tmp_path / "bridge.log").read_text()
         assert wait_until(lambda: bool(cmds), 30.0)  # latched: the late DDS subscriber still gets it
         assert "site_c" in cloud.node_names(0.5) or "site_c_zenoh" in cloud.node_names(0.5)
     finally:
         cloud.close()
         proc.send_signal(2)
-        assert proc.wait(30) == 0
+        code = proc.wait(30)
+        log.close()
+    assert code == 0, (tmp_path / "bridge.log").read_text()
