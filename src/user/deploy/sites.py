@@ -31,10 +31,17 @@ class SiteConfig:
         "where the site's router accepts other sites' routers (e.g. tls/203.0.113.5:7448); empty: on `endpoints`",
     )
     connect: list[str] = setting([], "names of the sites whose router this site's router dials (one link each)")
+    dial: list[str] = setting(
+        [], "how other sites' routers reach this one when that differs from `link` (a NAT, a relay); empty: `link`"
+    )
     start_timeout_s: float = setting(30.0, "how long this site's router may take to answer after its start", min=0.1)
 
     def link_endpoints(self) -> list[str]:
         return self.link or self.endpoints
+
+    def dial_endpoints(self) -> list[str]:
+        """Where another site's router dials this one."""
+        return self.dial or self.link_endpoints()
 
 
 @dataclass(frozen=True)
@@ -120,7 +127,7 @@ def resolve(sites: dict[str, SiteConfig], single: list[str], single_timeout_s: f
     resolved = []
     for name, site in sites.items():
         listen = list(dict.fromkeys([*site.endpoints, *site.link]))
-        connect = [endpoint for other in site.connect for endpoint in sites[other].link_endpoints()]
+        connect = [endpoint for other in site.connect for endpoint in sites[other].dial_endpoints()]
         resolved.append(Site(name, listen, list(site.endpoints), connect, site.start_timeout_s))
     return resolved
 
