@@ -12,6 +12,7 @@ is reported and the rest runs on. A node must report running within its `start_t
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +25,8 @@ from user.interfaces.idl import candidate_dirs
 from user.runtime.kinds import KINDS
 from user.runtime.priority import MAX_NICE
 from user.security.zenoh_files import SecurityConfig
+
+_log = logging.getLogger(__name__)
 
 CONFIG_DIR = next(  # config/ of a source checkout, else of the install (<prefix>/share/user/config)
     (d / "config" for d in candidate_dirs() if (d / "config").is_dir()),
@@ -103,6 +106,9 @@ class Deployment:
         {}, "where nodes run (a lab, the cloud): a router each, joined router to router; empty: one site, `router`"
     )
     security: SecurityConfig = field(default_factory=SecurityConfig)  # TLS, identities and access control
+    placement: Literal["enforce", "warn"] = setting(
+        "enforce", "a robot's step loop split across sites: refused (enforce), or only logged (warn: benchmarks)"
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -115,7 +121,12 @@ class Deployment:
                 raise ConfigError(f"node name {node.name!r} is used twice")
             seen.add(node.name)
         check_sites(self.sites, {node.name: node.site for node in self.nodes})
-        check_placement(self.nodes)
+        try:
+            check_placement(self.nodes)
+        except ConfigError as exc:
+            if self.placement == "enforce":
+                raise
+            _log.warning("%s", exc)
         if self.security.enabled:
             plain = [e for site in self.routers() for e in site.listen if not e.startswith("tls/")]
             if plain:
