@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from user.bus.base import BEST_EFFORT, LATCHED, RELIABLE, Bus, Handle, QoS
 from user.bus.zenoh_bus import ZenohBus
@@ -62,6 +62,11 @@ class BridgeParams:
     hardware: bool = setting(True, "mirror the hardware announced on this bus (tokens and descriptors) to Zenoh")
     zenoh_router: list[str] = setting([], "Zenoh router endpoints (empty: USER_ZENOH_ROUTER, else the default)")
     domain: str = setting("", "the Zenoh side's domain (empty: USER_DOMAIN)")
+    zenoh_mode: Literal["client", "peer"] = setting(
+        "client",
+        "client: everything through the router it dials (which may be another machine's, whose peers it cannot "
+        "reach directly); peer: also directly to peers the router introduces (all on one host)",
+    )
 
     def routes(self) -> tuple[list[Route], list[Route]]:
         """(to Zenoh, to ROS): the robots' defaults, then the listed ones; a topic in both is refused."""
@@ -113,7 +118,7 @@ class BridgeNode(Node):
         super().__init__(bus)
         p = self.params = self.declare_parameters(BridgeParams)
         out, inn = p.routes()
-        settings = ZenohSettings.from_env(router=p.zenoh_router or None, domain=p.domain or None)
+        settings = ZenohSettings.from_env(router=p.zenoh_router or None, domain=p.domain or None, mode=p.zenoh_mode)
         self.zenoh = ZenohBus(f"{self.name}_zenoh", settings)
         self.relays = [Relay(r, bus, self.zenoh) for r in out] + [Relay(r, self.zenoh, bus) for r in inn]
         self._mirrored: dict[str, tuple[Handle, Relay | None]] = {}  # token key -> (its Zenoh token, descriptor)

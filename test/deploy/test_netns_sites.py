@@ -1,0 +1,118 @@
+"""Three sites as three network namespaces (issue 15): `cloud` (router and learner), `lab_a` (its router, a sim
+arm, rollout and expert over Zenoh) and `lab_b` (a ROS 2 site: arm, rollout and expert on rclpy/DDS under
+`ros2 launch`, and a bridge node), each lab joined to the cloud by its own veth pair rate-limited to 20 Mbit/s.
+Each site is started by its own command inside its namespace, as on three machines (`user bringup FILE --site`).
+The cloud's learner stores both arms' demos and online episodes and the policy acting on both arms advances."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from test.conftest import user_cmd, wait_until
+from test.deploy.test_ros_site import _arm, _stored
+from test.helpers.netns import Netns, available
+
+pytest.importorskip("mujoco")
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(420)]
+
+LOCAL, LINK = 7447, 7448  # the same ports in every namespace: each has its own loopback
+
+
+@pytest.fixture
+def netns() -> Iterator[Netns]:
+    why = available()
+    if why is not None:
+        pytest.skip(why)
+    spaces = Netns(f"u{os.getpid() % 10000}", ["lab_a", "lab_b"], rate_mbit=20.0)
+    yield spaces
+    spaces.close()
+
+
+def _zenoh_sites(tmp_path: Path, net: Netns) -> Path:
+    path = tmp_path / "sites.yaml"
+    path.write_text(
+        f"""name: netns_sites
+domain: ns
+sites:
+  cloud: {{endpoints: [tcp/127.0.0.1:{LOCAL}], link: [tcp/0.0.0.0:{LINK}],
+           dial: [tcp/{net.cloud_address("lab_a")}:{LINK}]}}
+  lab_a: {{endpoints: [tcp/127.0.0.1:{LOCAL}], connect: [cloud]}}
+nodes:
+  - name: learner
+    kind: learner
+    site: cloud
+    shutdown_timeout_s: 30.0
+    params:
+      robots: [arm_z, arm_r]
+      run_dir: "{{run_dir}}"
+      learning: &learning
+        mlp: {{state_dim: 17, action_dim: 7, hidden: [64, 64]}}
+        rlpd: {{num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 2}}
+      pacing: {{min_transitions: 64, publish_every: 10}}
+      torch_threads: 1
+{_arm("arm_z", "lab_a", 1)}"""
+    )
+    return path
+
+
+def _ros_site(tmp_path: Path, net: Netns) -> Path:
+    learning = (
+        "{mlp: {state_dim: 17, action_dim: 7, hidden: [64, 64]}, "
+        "rlpd: {num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 2}}"
+    )
+    path = tmp_path / "ros_site.yaml"
+    path.write_text(
+        f"""name: ros_site
+nodes:
+  - name: bridge
+    kind: bridge
+    params: {{robots: [arm_r], zenoh_router: [tcp/{net.cloud_address("lab_b")}:{LINK}], domain: ns}}
+{_arm("arm_r", "", 2, learning)}"""
+    )
+    return path
+
+
+def test_three_namespaces_one_of_them_ros_learn_together(netns: Netns, tmp_path: Path) -> None:
+    sites = _zenoh_sites(tmp_path, netns)
+    run = tmp_path / "cloud_run"
+    outs = {site: open(tmp_path / f"{site}.out", "wb") for site in ("cloud", "lab_a", "lab_b")}  # noqa: SIM115
+    procs = {
+        "cloud": netns.popen("cloud", user_cmd("bringup", str(sites), "--site", "cloud", "--run-dir", str(run)),
+                             outs["cloud"]),
+        "lab_a": netns.popen("lab_a", user_cmd("bringup", str(sites), "--site", "lab_a", "--run-dir",
+                                               str(tmp_path / "lab_a_run")), outs["lab_a"]),
+        "lab_b": netns.popen("lab_b", ["ros2", "launch", "user", "bringup.launch.py",
+                                       f"config:={_ros_site(tmp_path, netns)}", f"run_dir:={tmp_path / 'lab_b_run'}"],
+                             outs["lab_b"]),
+    }  # fmt: skip
+
+    def text(site: str) -> str:
+        return (tmp_path / f"{site}.out").read_text(errors="replace")[-3000:]
+
+    try:
+
+        def both_learn() -> bool:
+            found = _stored(run)
+            return all(arm in found and found[arm][0] >= 2 and found[arm][1] >= 3 for arm in ("arm_z", "arm_r"))
+
+        assert wait_until(both_learn, 360.0, 2.0), (_stored(run), text("cloud"), text("lab_a"), text("lab_b"))
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        codes = {}
+        for site, proc in procs.items():
+            try:
+                codes[site] = proc.wait(90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[site] = proc.wait(10)
+        for out in outs.values():
+            out.close()
+    assert codes["cloud"] == 0 and codes["lab_a"] == 0, (codes, text("cloud"), text("lab_a"))
