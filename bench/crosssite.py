@@ -11,8 +11,9 @@ Three figures, side by side in one run:
    the mean wall time from START to END over `--episodes` episodes after the first two, and env steps per second.
    Target: local >= 3x faster.
 2. Weight bytes per sync: the bytes of every WeightChunk of one version as they arrive in the lab, for float32
-   and (a second run) bfloat16 weights, against the learner's full fp32 state (actor, critics and target
-   critics: every tensor of the algorithm's state_dict). Target <= 0.2x.
+   and (a second run) bfloat16 weights with `weight_delta` (compressed; later versions as deltas on the one
+   before: `user.sync.delta`), against the learner's full fp32 state (actor, critics and target critics: every
+   tensor of the algorithm's state_dict). Target <= 0.2x.
 3. Time to deliver a 30 s spooled backlog: the link is cut for `--cut-s` while the arm (real time, 10 Hz) keeps
    acting; from the moment it is back until the learner's buffer holds every episode the arm ended.
 
@@ -52,7 +53,9 @@ LEARNING = {
 }
 
 
-def deployment(path: Path, ports: dict[str, int], rollout_site: str, realtime: bool, dtype: str) -> Path:
+def deployment(
+    path: Path, ports: dict[str, int], rollout_site: str, *, realtime: bool, dtype: str, delta: bool
+) -> Path:
     import yaml
 
     node = {"shutdown_timeout_s": 30.0}
@@ -67,7 +70,8 @@ def deployment(path: Path, ports: dict[str, int], rollout_site: str, realtime: b
         "nodes": [
             {"name": "learner", "kind": "learner", "site": "cloud", **node,
              "params": {"robots": [ARM], "run_dir": "{run_dir}", "learning": LEARNING, "torch_threads": 1,
-                        "pacing": {"min_transitions": 64, "publish_every": 20, "weight_dtype": dtype}}},
+                        "pacing": {"min_transitions": 64, "publish_every": 20, "weight_dtype": dtype,
+                                   "weight_delta": delta}}},
             {"name": "rollout", "kind": "rollout", "site": rollout_site,
              "params": {"robots": [ARM], "learning": LEARNING}},
             {"name": ARM, "kind": "robot", "site": "lab",
@@ -118,11 +122,23 @@ class LabProbe:
 class Run:
     """One `user bringup` of the deployment with the link relay in place."""
 
-    def __init__(self, work: Path, label: str, rollout_site: str, *, realtime: bool, dtype: str, shape: LinkShape):
+    def __init__(
+        self,
+        work: Path,
+        label: str,
+        rollout_site: str,
+        *,
+        realtime: bool,
+        dtype: str,
+        shape: LinkShape,
+        delta: bool = False,
+    ) -> None:
         self.ports = {k: free_port() for k in ("cloud", "lab", "relay")}
         self.relay = LinkRelay(self.ports["relay"], self.ports["cloud"], shape)
         self.run_dir = work / label
-        config = deployment(work / f"{label}.yaml", self.ports, rollout_site, realtime, dtype)
+        config = deployment(
+            work / f"{label}.yaml", self.ports, rollout_site, realtime=realtime, dtype=dtype, delta=delta
+        )
         self.out = open(work / f"{label}.out", "wb")  # noqa: SIM115 - closed in stop()
         argv = user_cmd("bringup", str(config), "--run-dir", str(self.run_dir))
         self.proc = subprocess.Popen(argv, stdout=self.out, stderr=subprocess.STDOUT)
@@ -163,13 +179,16 @@ def generation(work: Path, rollout_site: str, episodes: int, shape: LinkShape) -
             "version_bytes": max(versions.values(), default=0)}  # fmt: skip
 
 
-def weights_bf16(work: Path, shape: LinkShape) -> int:
-    run = Run(work, "weights_bf16", "lab", realtime=False, dtype="bfloat16", shape=shape)
+def weights_bf16(work: Path, shape: LinkShape, versions: int = 12) -> tuple[int, float]:
+    """bfloat16 with `weight_delta`: (the first version's bytes: a keyframe, the median bytes of the rest)."""
+    run = Run(work, "weights_bf16", "lab", realtime=False, dtype="bfloat16", shape=shape, delta=True)
     try:
-        wait_until(lambda: len(run.probe.version_bytes) >= 3, 600.0, 0.5)
-        return max(run.probe.version_bytes.values(), default=0)
+        wait_until(lambda: len(run.probe.version_bytes) >= versions, 600.0, 0.5)
+        sizes = [run.probe.version_bytes[v] for v in sorted(run.probe.version_bytes)]
     finally:
         run.stop()
+    later = sorted(sizes[1:])
+    return sizes[0], float(later[len(later) // 2]) if later else float("nan")
 
 
 def backlog(work: Path, cut_s: float, shape: LinkShape) -> dict[str, float]:
@@ -228,7 +247,7 @@ def main() -> int:
     try:
         local = generation(work, "lab", args.episodes, shape)
         cloud = generation(work, "cloud", args.episodes, shape)
-        bf16 = weights_bf16(work, shape)
+        bf16, bf16_delta = weights_bf16(work, shape)
         spool = backlog(work, args.cut_s, shape)
     finally:
         if not args.keep:
@@ -243,7 +262,8 @@ def main() -> int:
     print("\n| weights | bytes per sync | vs the learner's full fp32 state |\n|---|---|---|")
     print(f"| learner's full fp32 state (actor, 10 critics, targets) | {full} | 1.00 |")
     print(f"| actor, float32 (measured in the lab) | {local['version_bytes']} | {local['version_bytes'] / full:.3f} |")
-    print(f"| actor, bfloat16 (measured in the lab) | {bf16} | {bf16 / full:.3f} |")
+    print(f"| actor, bfloat16, compressed keyframe (first version) | {bf16} | {bf16 / full:.3f} |")
+    print(f"| actor, bfloat16, delta on the previous version (median) | {bf16_delta:.0f} | {bf16_delta / full:.3f} |")
     print(f"| actor parameters alone, fp32 | {actor} | {actor / full:.3f} |")
     print(f"\nbacklog: {spool['spooled_episodes']} episodes ({spool['spooled_steps']} steps) spooled during a "
           f"{args.cut_s:g} s cut, delivered {spool['deliver_s']:.1f} s after the link was back")  # fmt: skip

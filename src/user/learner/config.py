@@ -140,6 +140,12 @@ class PacingConfig:
         50, "async: publish the policy every this many update calls (sync: after every training phase)", min=1
     )
     weight_dtype: Literal["float32", "float16", "bfloat16"] = setting("float32", "dtype of published weights")
+    weight_delta: bool = setting(
+        False,
+        "compress published weights and send each tensor as a delta on the previous version when smaller "
+        "(wide-area links; user.sync.delta)",
+    )
+    keyframe_every: int = setting(20, "weight_delta: every this many versions is sent whole", min=1)
     sample_timeout_s: float = setting(0.5, "longest wait for a batch before the loop checks for shutdown", min=0.01)
 
 

@@ -149,6 +149,8 @@ class LearnerNode(Node):
             every_k_updates=p.pacing.publish_every if p.pacing.mode == "async" else None,  # sync: after each phase
             dtype=DTYPES[p.pacing.weight_dtype],
             publisher=p.learner_id,
+            delta=p.pacing.weight_delta,
+            keyframe_every=p.pacing.keyframe_every,
         )
         self._stats_pub = self.create_publisher(p.stats_topic, "user/msg/TrainingStats", RELIABLE)
         self._started = time.monotonic()  # stop_after.wall_time_s counts from here

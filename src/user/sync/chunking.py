@@ -29,6 +29,8 @@ from user.interfaces.codec import Codec
 from user.interfaces.stamps import header
 from user.interfaces.validate import InvalidMessageError, check_weights
 from user.policies.base import FlatWeights, WeightSpec
+from user.sync.delta import MAGIC as DELTA_MAGIC
+from user.sync.delta import DeltaDecoder, DeltaEncoder
 from user.sync.errors import ChecksumError, ChunkError, PayloadError
 
 _log = logging.getLogger(__name__)
@@ -134,14 +136,24 @@ def chunk_count(size: int, chunk_size: int) -> int:
 
 
 def split_weights(
-    weights: FlatWeights, policy_id: str, chunk_size: int = DEFAULT_CHUNK_SIZE, publisher: str = ""
+    weights: FlatWeights,
+    policy_id: str,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    publisher: str = "",
+    *,
+    encoder: DeltaEncoder | None = None,
+    keyframe: bool = False,
 ) -> list[Chunk]:
-    """All chunks of one version, in order, naming `publisher`."""
+    """All chunks of one version, in order, naming `publisher`; compressed and delta-coded with `encoder`
+    ("UWF2", `user.sync.delta`; `keyframe`: no delta), else plain ("UWF1")."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1 byte, got {chunk_size}")
     if weights.version < 0:
         raise ValueError(f"weight versions are non-negative, got {weights.version}")
-    payload, name = encode_payload(weights)
+    if encoder is not None:
+        payload, name = encoder.encode(weights, keyframe), dtype_name(weights.data.dtype)
+    else:
+        payload, name = encode_payload(weights)
     crc = zlib.crc32(payload)
     count = chunk_count(len(payload), chunk_size)
     size = len(payload)
@@ -237,6 +249,7 @@ class Assembler:
         self.spec = spec
         self.publisher = publisher
         self.completed_version = -1  # newest version yielded; older chunks are ignored
+        self.decoder = DeltaDecoder()  # the base of delta-coded versions: the last one yielded
         self.dropped_versions = 0  # unfinished versions superseded by a newer one
         self._slots: list[_Pending] = []  # at most two, highest version first
 
@@ -332,12 +345,18 @@ class Assembler:
             raise ChecksumError(
                 self.policy_id, pending.version, last, f"CRC-32 {crc:#010x} does not match {pending.crc32:#010x}"
             )
-        weights = decode_payload(payload, pending.dtype, pending.version)
+        if payload.startswith(DELTA_MAGIC):
+            if pending.dtype not in DTYPES:
+                raise PayloadError(f"version {pending.version}: unknown weight dtype {pending.dtype!r}")
+            weights = self.decoder.decode(payload, DTYPES[pending.dtype], pending.version)
+        else:
+            weights = decode_payload(payload, pending.dtype, pending.version)
         expected = None if self.spec is None else (self.spec.names, self.spec.shapes)
         try:
             check_weights(weights.data, weights.spec.names, weights.spec.shapes, expected=expected)
         except InvalidMessageError as exc:
             raise PayloadError(f"weights of policy {self.policy_id!r} version {pending.version}: {exc}") from exc
+        self.decoder.remember(weights)
         return weights
 
     def _reject(self, chunk: Chunk, reason: str) -> NoReturn:

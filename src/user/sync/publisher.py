@@ -44,6 +44,7 @@ from user.sync.chunking import (
     payload_size,
     split_weights,
 )
+from user.sync.delta import DeltaEncoder
 from user.sync.errors import PayloadError
 
 _log = logging.getLogger(__name__)
@@ -71,6 +72,8 @@ class WeightPublisher:
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         min_resend_interval_s: float = 0.5,
         publisher: str = "",
+        delta: bool = False,
+        keyframe_every: int = 20,
     ) -> None:
         if every_k_updates is not None and every_k_updates < 1:
             raise ValueError(f"every_k_updates must be at least 1, got {every_k_updates}")
@@ -91,6 +94,9 @@ class WeightPublisher:
         self._lock = threading.Lock()
         self._updates = 0
         self._latest: list[Chunk] = []
+        self._latest_weights: FlatWeights | None = None
+        # delta: compressed, delta-coded payloads (user.sync.delta); a resend is a keyframe
+        self._encoder = DeltaEncoder(keyframe_every) if delta else None
         self._last_resend = -float("inf")
         self.min_resend_interval_s = min_resend_interval_s
         self.resends = 0  # times the newest version was re-published on request
@@ -126,8 +132,9 @@ class WeightPublisher:
                     f"weights of policy {self.policy_id!r} version {version} not published: {exc}"
                 ) from exc
             weights = FlatWeights(weights.data, spec, version)
-            chunks = split_weights(weights, self.policy_id, self.chunk_size, self.publisher)
+            chunks = split_weights(weights, self.policy_id, self.chunk_size, self.publisher, encoder=self._encoder)
             self._send(chunks)
+            self._latest_weights = weights
             self.policy.version = version  # the learner's policy carries the version it published last
             self._latest = chunks
             self.version = version
@@ -158,6 +165,9 @@ class WeightPublisher:
             if not self._latest or now - self._last_resend < self.min_resend_interval_s:
                 return
             self._last_resend = now
+            if self._encoder is not None and self._latest_weights is not None:  # a late joiner lacks the base
+                self._latest = split_weights(self._latest_weights, self.policy_id, self.chunk_size, self.publisher,
+                                             encoder=self._encoder, keyframe=True)  # fmt: skip
             self._send(self._latest)
             self.resends += 1
         _log.info("re-published weights of policy %r version %d on request", self.policy_id, self.version)

@@ -33,6 +33,7 @@ from user.sync.chunking import (
     chunk_from_msg,
     payload_size,
 )
+from user.sync.delta import BaseMissingError
 from user.sync.errors import ChunkError, WeightSyncError
 from user.sync.publisher import REQUEST_TYPE, resend_topic
 
@@ -150,6 +151,11 @@ class WeightSubscriber:
         with self._changed:
             try:
                 weights = self._assembler.add(chunk_from_msg(msg))
+            except BaseMissingError as exc:  # joined (or lost a version) amid deltas: ask for a keyframe now
+                _log.info("policy %r: %s; asking for the newest version whole", self.policy_id, exc)
+                self.resend_requests += 1
+                self._requests.publish(self._request_msg)
+                return
             except WeightSyncError as exc:
                 self.rejected += 1
                 self.refusals.refuse(_cause(exc), f"weights: {exc}", _level(exc))
