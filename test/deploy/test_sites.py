@@ -166,7 +166,7 @@ def test_the_access_control_allows_the_owner_and_the_hop_toward_it(tmp_path: Pat
     everyone = deployment.identities()
     assert set(everyone) == {"router.cloud", "router.lab_a", "router.lab_b", "learner", "lab_talker", "rogue", "probe"}
     for site, allowed in (("cloud", {"learner"}), ("lab_a", {"learner", "router.cloud"})):
-        owned = owned_at(deployment, site)
+        owned = [o for o in owned_at(deployment, site) if o.topic == "/policy/weights"]
         assert [(o.topic, set(o.allowed)) for o in owned] == [("/policy/weights", allowed)]
         acl = access_control(owned, everyone, deployment.domain)
         assert acl["enabled"] is True
@@ -267,3 +267,28 @@ def test_bringup_of_one_site_starts_only_its_router_and_nodes(tmp_path: Path) ->
     assert codes == (0, 0), (cloud.text(), lab.text())
     bad = subprocess.run(user_cmd("bringup", str(path), "--site", "moon"), capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--site moon: not a site of three_sites" in bad.stderr
+
+
+def test_robots_own_their_data_and_learners_their_answers(tmp_path: Path) -> None:
+    path = tmp_path / "d.yaml"
+    path.write_text(
+        """name: owned
+sites:
+  cloud: {endpoints: [tcp/127.0.0.1:1]}
+  lab: {endpoints: [tcp/127.0.0.1:2], connect: [cloud]}
+nodes:
+  - {name: learner, kind: learner, site: cloud, params: {robots: [arm], weights_topic: /w}}
+  - {name: arm_node, kind: robot, site: lab, params: {robot_id: arm}}
+"""
+    )
+    deployment = load(path)
+    at_cloud = {o.topic: set(o.allowed) for o in owned_at(deployment, "cloud")}
+    assert at_cloud == {
+        "/w": {"learner"},
+        "/arm/episode_acks": {"learner"},
+        "/arm/transitions": {"arm_node", "router.lab"},
+        "/arm/transitions/replay": {"arm_node", "router.lab"},
+        "/arm/episode_events": {"arm_node", "router.lab"},
+    }
+    at_lab = {o.topic: set(o.allowed) for o in owned_at(deployment, "lab")}
+    assert at_lab["/arm/transitions"] == {"arm_node"} and at_lab["/w"] == {"learner", "router.cloud"}

@@ -11,6 +11,7 @@ from user.deploy.sites import ROUTER_IDENTITY, Site, next_hop
 from user.security.zenoh_files import Owned, access_control, tls, write
 
 DEFAULT_WEIGHTS_TOPIC = "/policy/weights"  # a learner's `weights_topic` when its params do not set it
+ROBOT_OWNED = ("transitions", "transitions/replay", "episode_events")  # under /<robot_id>/: only its robot sends
 
 
 def node_env(deployment: Deployment, site: Site, node: str, zenoh_dir: Path) -> dict[str, str]:
@@ -35,9 +36,17 @@ def router_config(deployment: Deployment, site: Site, zenoh_dir: Path) -> str | 
 
 
 def owners(deployment: Deployment) -> dict[str, str]:
-    """Topic -> its only publisher: each learner's weights topic, and `security.owners`."""
-    learners = [n for n in deployment.nodes if n.kind == "learner"]
-    found = {str(n.params.get("weights_topic", DEFAULT_WEIGHTS_TOPIC)): n.name for n in learners}
+    """Topic -> its only publisher: each learner's weights and its robots' episode receipts, each robot's
+    transitions (live and re-sent) and episode events, and `security.owners`. So a site publishes only its own
+    part of what learning rests on: no other site can forge a robot's data or the learner's answers."""
+    found: dict[str, str] = {}
+    for node in deployment.nodes:
+        if node.kind == "learner":
+            found[str(node.params.get("weights_topic", DEFAULT_WEIGHTS_TOPIC))] = node.name
+            found.update({f"/{robot}/episode_acks": node.name for robot in node.params.get("robots", [])})
+        elif node.kind == "robot":
+            robot = node.params.get("robot_id", node.name)
+            found.update({f"/{robot}/{topic}": node.name for topic in ROBOT_OWNED})
     found.update(deployment.security.owners)  # every owner is a node: checked when the deployment loads
     return found
 
