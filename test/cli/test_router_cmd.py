@@ -73,6 +73,7 @@ def test_the_command_is_found_after_global_options() -> None:
         "bridge",
         "certs",
         "topic",
+        "graph",
         "hardware",
         "buffer",
         "train-reward",

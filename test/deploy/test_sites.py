@@ -4,6 +4,7 @@ certificate of the deployment's CA cannot join; the placement rule keeps per-ste
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -292,3 +293,30 @@ nodes:
     }
     at_lab = {o.topic: set(o.allowed) for o in owned_at(deployment, "lab")}
     assert at_lab["/arm/transitions"] == {"arm_node"} and at_lab["/w"] == {"learner", "router.cloud"}
+
+
+def test_user_graph_shows_the_links_topics_cross_with_their_rates(tmp_path: Path) -> None:
+    ports = {site: free_port() for site in ("cloud", "lab_a", "lab_b")}
+    path = _sites_yaml(tmp_path, ports, None)
+    text = path.read_text() + (
+        "  - {name: cloud_listener, kind: listener, site: cloud, params: {topic: /lab_a/chatter}}\n"
+        "  - {name: lab_listener, kind: listener, site: lab_a, params: {topic: /lab_a/chatter}}\n"
+        "  - {name: local_talker, kind: talker, site: lab_b, params: {topic: /lab_b/local, rate_hz: 5.0}}\n"
+        "  - {name: local_listener, kind: listener, site: lab_b, params: {topic: /lab_b/local}}\n"
+    )
+    path.write_text(text)
+    run = Running(path, tmp_path)
+    try:
+        assert wait_until(lambda: "local_listener is running" in run.text(), START_S), run.text()
+        env = dict(os.environ, USER_ZENOH_ROUTER=f"tcp/127.0.0.1:{ports['lab_b']}", USER_DOMAIN="sec")
+        graph = subprocess.run(user_cmd("graph", "--deployment", str(path), "--window", "2"),
+                               env=env, capture_output=True, text=True, timeout=90)  # fmt: skip
+    finally:
+        assert run.stop() == 0, run.text()
+    assert graph.returncode == 0, graph.stderr
+    lines = {line.split()[0]: line for line in graph.stdout.splitlines() if line.startswith("/")}
+    chatter = lines["/lab_a/chatter"]
+    assert "lab_talker" in chatter and "cloud_listener,lab_listener" in chatter and "lab_a -> cloud" in chatter
+    assert "within lab_b" in lines["/lab_b/local"]
+    rate = float(lines["/lab_a/chatter"].split()[4])
+    assert rate > 0  # measured, not announced: the talker publishes at 10 Hz

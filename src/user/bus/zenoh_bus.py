@@ -360,6 +360,16 @@ class ZenohBus:
                 found.setdefault(unmangle(parts[3]), set()).add(unmangle(parts[4]))
         return {topic: sorted(types) for topic, types in sorted(found.items())}
 
+    def topic_endpoints(self, timeout_s: float = 0.5) -> dict[str, tuple[str, set[str], set[str]]]:
+        """Topic -> (type, publishing node names, subscribing node names), from the graph tokens."""
+        found: dict[str, tuple[str, set[str], set[str]]] = {}
+        for key in self._live_tokens(f"{GRAPH_PREFIX}/*/**", timeout_s):
+            parts = key.split("/")  # @user / graph / role / topic / type / node / id
+            if len(parts) >= 7 and parts[2] in ("pub", "sub"):
+                _, pubs, subs = found.setdefault(unmangle(parts[3]), (unmangle(parts[4]), set(), set()))
+                (pubs if parts[2] == "pub" else subs).add(unmangle(parts[5]))
+        return dict(sorted(found.items()))
+
     def node_names(self, timeout_s: float = 0.5) -> list[str]:
         """Names of the nodes currently alive on the network."""
         return sorted({unmangle(key.split("/")[2]) for key in self._live_tokens(f"{NODE_PREFIX}/**", timeout_s)})

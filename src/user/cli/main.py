@@ -28,6 +28,7 @@ COMMANDS: dict[str, Command] = {
     "bridge": Command("user.cli.bridge_cmd", "relay a ROS 2 site's topics between DDS and Zenoh (needs rclpy)"),
     "certs": Command("user.cli.certs_cmd", "make a CA and TLS certificates for a deployment's routers and nodes"),
     "topic": Command("user.cli.topic_cmd", "inspect and publish topics (like ros2 topic)"),
+    "graph": Command("user.cli.graph_cmd", "topics with their publishers, subscribers, rates and the links they cross"),
     "hardware": Command("user.cli.hardware_cmd", "list announced robots, cameras and accelerators; check placements"),
     "buffer": Command("user.cli.buffer_cmd", "inspect, verify, import into and export a replay buffer directory"),
     "train-reward": Command(
