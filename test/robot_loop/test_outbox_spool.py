@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from test.buffer import factories as f
+from user.interfaces.codec import Codec, default_codec
+from user.interfaces.domain import transition_to_msg
 from user.robot_loop.outbox import EpisodeOutbox
 from user.robot_loop.outbox_spool import OutboxSpool, SpoolError
 
@@ -118,3 +121,49 @@ def test_a_spool_that_cannot_be_written_leaves_the_episode_in_memory(
         _episode(box, 0)
     assert box.pending() == [0]
     assert "cannot keep episode 0 on disk" in caplog.text
+
+
+def _transition(codec: Codec, step: int) -> object:
+    return transition_to_msg(f.transition("arm", 4, step, 3), codec)
+
+
+def test_a_robot_spool_is_mcap_readable_by_standard_tools(tmp_path: Path) -> None:
+    """What the robot node spools: an MCAP file per episode that `mcap` and rosbag2-style readers open."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    codec = default_codec()
+    spool = OutboxSpool.of(tmp_path / "arm.outbox", codec, "user/msg/Transition", "/arm/transitions")
+    spool.save(4, [_transition(codec, k) for k in range(3)])
+    assert spool.path(4).name == "4.mcap"
+    with open(spool.path(4), "rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        assert reader.get_header().profile == "ros2"
+        got = [(ch.topic, sch.name if sch else None, msg.step) for sch, ch, _, msg in reader.iter_decoded_messages()]
+    assert got == [("/arm/transitions", "user/msg/Transition", k) for k in range(3)]
+    loaded = spool.load()
+    assert [(e, [m.step for m in msgs]) for e, msgs in loaded] == [(4, [0, 1, 2])]
+    spool.remove(4)
+    assert spool.load() == []
+
+
+def test_a_cut_mcap_spool_file_is_moved_aside(tmp_path: Path) -> None:
+    codec = default_codec()
+    spool = OutboxSpool.of(tmp_path / "arm.outbox", codec, "user/msg/Transition", "/arm/transitions")
+    spool.save(1, [_transition(codec, 0)])
+    spool.save(2, [_transition(codec, 0), _transition(codec, 1)])
+    spool.path(2).write_bytes(spool.path(2).read_bytes()[:-40])  # the footer and more cut off
+    (spool.directory / "3.mcap").write_bytes(b"\x89MCAP0\r\n")  # a header alone: no message
+    assert [e for e, _ in spool.load()] == [1]
+    assert sorted(p.name for p in spool.directory.glob("*.unreadable")) == ["2.mcap.unreadable", "3.mcap.unreadable"]
+
+
+def test_episodes_spooled_by_an_older_version_still_load(tmp_path: Path) -> None:
+    codec = default_codec()
+    old = OutboxSpool(tmp_path / "arm.outbox", lambda m: codec.encode(m, "user/msg/Transition"),
+                      lambda raw: codec.decode(raw, "user/msg/Transition"))  # fmt: skip
+    old.save(7, [_transition(codec, 0)])
+    new = OutboxSpool.of(tmp_path / "arm.outbox", codec, "user/msg/Transition", "/arm/transitions")
+    assert [e for e, _ in new.load()] == [7]
+    new.remove(7)
+    assert new.load() == []

@@ -171,11 +171,8 @@ class RobotNode(Node):
         p = self.params
         if not p.state_dir:
             return None
-        spool = OutboxSpool(
-            Path(p.state_dir) / f"{p.robot_id}.outbox",
-            lambda msg: self.codec.encode(msg, "user/msg/Transition"),
-            lambda raw: self.codec.decode(raw, "user/msg/Transition"),
-        )
+        directory = Path(p.state_dir) / f"{p.robot_id}.outbox"
+        spool = OutboxSpool.of(directory, self.codec, "user/msg/Transition", f"/{p.robot_id}/transitions")
         left = spool.load()
         if left:
             self.log.info("outbox: %d unacknowledged episodes left by the last run of %s (%s); re-sent when the "
