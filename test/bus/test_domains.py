@@ -3,7 +3,6 @@ different domains share one router and never see each other's topics, services, 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -11,6 +10,7 @@ import pytest
 import zenoh
 
 from test.conftest import wait_until
+from test.helpers.collect import collect
 from user.bus.base import ServiceError
 from user.bus.names import in_domain, out_of_domain
 from user.bus.zenoh_bus import ZenohBus
@@ -35,22 +35,10 @@ def in_domain_bus(router_endpoint: str) -> Iterator[Callable[[str, str], ZenohBu
         bus.close()
 
 
-def _listen(bus: ZenohBus, topic: str) -> list[bytes]:
-    got: list[bytes] = []
-    lock = threading.Lock()
-
-    def on(payload: bytes) -> None:
-        with lock:
-            got.append(payload)
-
-    bus.create_subscription(topic, STRING, on)
-    return got
-
-
 def test_messages_stay_inside_their_domain(in_domain_bus: Callable[[str, str], ZenohBus], topic: str) -> None:
-    same = _listen(in_domain_bus("same", "lab_a"), topic)
-    other = _listen(in_domain_bus("other", "lab_b"), topic)
-    plain = _listen(in_domain_bus("plain", ""), topic)
+    same = collect(in_domain_bus("same", "lab_a"), topic, STRING)
+    other = collect(in_domain_bus("other", "lab_b"), topic, STRING)
+    plain = collect(in_domain_bus("plain", ""), topic, STRING)
     pub = in_domain_bus("talker", "lab_a").create_publisher(topic, STRING)
     assert pub.wait_for_subscribers(5.0)
     for k in range(5):

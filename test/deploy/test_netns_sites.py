@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from test.conftest import user_cmd, wait_until
-from test.deploy.test_ros_site import _arm, _stored
+from test.deploy.test_ros_site import _stored
+from test.helpers.deployments import arm_nodes, learner_node, small_learning
 from test.helpers.netns import Netns, available
 
 pytest.importorskip("mujoco")
@@ -44,28 +45,12 @@ sites:
            dial: [tcp/{net.cloud_address("lab_a")}:{LINK}]}}
   lab_a: {{endpoints: [tcp/127.0.0.1:{LOCAL}], connect: [cloud]}}
 nodes:
-  - name: learner
-    kind: learner
-    site: cloud
-    shutdown_timeout_s: 30.0
-    params:
-      robots: [arm_z, arm_r]
-      run_dir: "{{run_dir}}"
-      learning: &learning
-        mlp: {{state_dim: 17, action_dim: 7, hidden: [64, 64]}}
-        rlpd: {{num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 2}}
-      pacing: {{min_transitions: 64, publish_every: 10}}
-      torch_threads: 1
-{_arm("arm_z", "lab_a", 1)}"""
+{learner_node(["arm_z", "arm_r"])}{arm_nodes("arm_z", "lab_a", 1)}"""
     )
     return path
 
 
 def _ros_site(tmp_path: Path, net: Netns) -> Path:
-    learning = (
-        "{mlp: {state_dim: 17, action_dim: 7, hidden: [64, 64]}, "
-        "rlpd: {num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 2}}"
-    )
     path = tmp_path / "ros_site.yaml"
     path.write_text(
         f"""name: ros_site
@@ -73,7 +58,7 @@ nodes:
   - name: bridge
     kind: bridge
     params: {{robots: [arm_r], zenoh_router: [tcp/{net.cloud_address("lab_b")}:{LINK}], domain: ns}}
-{_arm("arm_r", "", 2, learning)}"""
+{arm_nodes("arm_r", "", 2, learning=small_learning())}"""
     )
     return path
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from test.conftest import free_port, user_cmd, wait_until
+from test.helpers.deployments import arm_nodes, learner_node
 from test.helpers.link_relay import LinkRelay
 from user.buffer.replay import ReplayBuffer
 from user.bus.zenoh_bus import ZenohBus
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.timeout(420)
 
 ARM = "arm_p"
 CUT_S = 30.0
+ROBOT = 'realtime: true, control_rate_hz: 20.0, max_steps: 40, state_dir: "{run_dir}/robots", outbox_resend_s: 2.0'
 
 
 def _deployment(tmp_path: Path, cloud: int, relay: int, lab: int) -> Path:
@@ -36,32 +38,7 @@ sites:
   cloud: {{endpoints: [tcp/127.0.0.1:{cloud}], dial: [tcp/127.0.0.1:{relay}]}}
   lab: {{endpoints: [tcp/127.0.0.1:{lab}], connect: [cloud]}}
 nodes:
-  - name: learner
-    kind: learner
-    site: cloud
-    shutdown_timeout_s: 30.0
-    params:
-      robots: [{ARM}]
-      run_dir: "{{run_dir}}"
-      learning: &learning
-        mlp: {{state_dim: 17, action_dim: 7, hidden: [64, 64]}}
-        rlpd: {{num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 1}}
-      pacing: {{min_transitions: 64, publish_every: 10}}
-      torch_threads: 1
-  - name: rollout
-    kind: rollout
-    site: lab
-    params: {{robots: [{ARM}], learning: *learning, start_episode: 1}}
-  - name: expert
-    kind: expert
-    site: lab
-    params: {{robot_id: {ARM}, task: peg_insertion, until_episode: 1}}
-  - name: {ARM}
-    kind: robot
-    site: lab
-    params: {{robot_id: {ARM}, task: peg_insertion, realtime: true, control_rate_hz: 20.0, privileged_state: true,
-             max_steps: 40, wait_for_consumer_s: 60.0, state_dir: "{{run_dir}}/robots", outbox_resend_s: 2.0}}
-"""
+{learner_node([ARM], utd=1)}{arm_nodes(ARM, "lab", 0, demos=1, robot=ROBOT)}"""
     )
     return path
 

@@ -14,33 +14,11 @@ from pathlib import Path
 import pytest
 
 from test.conftest import free_port, user_cmd, wait_until
+from test.helpers.deployments import arm_nodes, learner_node, small_learning
 from user.buffer.replay import ReplayBuffer
 
 pytest.importorskip("mujoco")
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
-
-LEARNING = """      learning: &learning
-        mlp: {state_dim: 17, action_dim: 7, hidden: [64, 64]}
-        rlpd: {num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 2}"""
-
-
-def _arm(arm: str, site: str, seed: int, learning: str = "*learning") -> str:
-    where = f"\n    site: {site}" if site else ""
-    return f"""  - name: rollout_{arm}
-    kind: rollout{where}
-    params:
-      robots: [{arm}]
-      start_episode: 2
-      weights_publisher: learner
-      learning: {learning}
-  - name: expert_{arm}
-    kind: expert{where}
-    params: {{robot_id: {arm}, task: peg_insertion, until_episode: 2}}
-  - name: {arm}
-    kind: robot{where}
-    params: {{robot_id: {arm}, task: peg_insertion, realtime: false, privileged_state: true, seed: {seed},
-             wait_for_consumer_s: 60.0}}
-"""
 
 
 def _zenoh_side(tmp_path: Path, cloud: int, lab: int) -> Path:
@@ -52,34 +30,20 @@ sites:
   cloud: {{endpoints: [tcp/127.0.0.1:{cloud}]}}
   lab_a: {{endpoints: [tcp/127.0.0.1:{lab}], connect: [cloud]}}
 nodes:
-  - name: learner
-    kind: learner
-    site: cloud
-    shutdown_timeout_s: 30.0
-    params:
-      robots: [arm_z, arm_r]
-      run_dir: "{{run_dir}}"
-{LEARNING}
-      pacing: {{min_transitions: 64, publish_every: 10}}
-      torch_threads: 1
-{_arm("arm_z", "lab_a", 1)}"""
+{learner_node(["arm_z", "arm_r"])}{arm_nodes("arm_z", "lab_a", 1)}"""
     )
     return path
 
 
 def _ros_side(tmp_path: Path, cloud: int) -> Path:
     path = tmp_path / "ros_side.yaml"
-    learning = (
-        "{mlp: {state_dim: 17, action_dim: 7, hidden: [64, 64]}, "
-        "rlpd: {num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 2}}"
-    )
     path.write_text(
         f"""name: ros_side
 nodes:
   - name: bridge
     kind: bridge
     params: {{robots: [arm_r], zenoh_router: [tcp/127.0.0.1:{cloud}], domain: mixed}}
-{_arm("arm_r", "", 2, learning)}"""
+{arm_nodes("arm_r", "", 2, learning=small_learning())}"""
     )
     return path
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 import zenoh
 
 from test.conftest import free_port, user_cmd, wait_until
+from test.helpers.collect import collect
 from user.bus.base import RouterUnreachableError
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings
@@ -109,18 +109,6 @@ def secured(tmp_path: Path) -> Iterator[tuple[Deployment, dict[str, int], Path]]
         assert run.stop() == 0, run.text()
 
 
-def _collect(bus: ZenohBus, topic: str) -> list[bytes]:
-    got: list[bytes] = []
-    lock = threading.Lock()
-
-    def on(payload: bytes) -> None:
-        with lock:
-            got.append(payload)
-
-    bus.create_subscription(topic, STRING, on)
-    return got
-
-
 def test_a_run_across_three_secured_sites_refuses_forged_weights_and_peers_without_certificates(
     secured: tuple[Deployment, dict[str, int], Path], tmp_path: Path
 ) -> None:
@@ -129,8 +117,8 @@ def test_a_run_across_three_secured_sites_refuses_forged_weights_and_peers_witho
     probe = _bus("probe", endpoint["lab_b"], certs, tmp_path)
     rogue = _bus("rogue", endpoint["lab_a"], certs, tmp_path)
     try:
-        weights = _collect(probe, "/policy/weights")
-        chatter = _collect(probe, "/lab_a/chatter")
+        weights = collect(probe, "/policy/weights", STRING)
+        chatter = collect(probe, "/lab_a/chatter", STRING)
         # the learner's messages cross cloud -> lab_b, lab_a's cross lab_a -> cloud -> lab_b
         assert wait_until(lambda: len(weights) >= 3 and len(chatter) >= 3, 30.0), (weights, chatter)
         forged = rogue.create_publisher("/policy/weights", STRING)
@@ -169,7 +157,7 @@ def test_bringup_of_one_site_starts_only_its_router_and_nodes(tmp_path: Path) ->
         assert "router.cloud" in cloud.text() and "router.lab_a" not in cloud.text()
         probe = ZenohBus("probe", ZenohSettings(router=[f"tcp/127.0.0.1:{ports['lab_b']}"], domain="sec"))
         try:
-            got = _collect(probe, "/policy/weights")  # from the cloud host's learner, through its router link
+            got = collect(probe, "/policy/weights", STRING)  # from the cloud host's learner, through its router link
             assert wait_until(lambda: len(got) >= 2, 30.0)
         finally:
             probe.close()

@@ -12,29 +12,13 @@ from pathlib import Path
 import pytest
 
 from test.conftest import free_port, user_cmd, wait_until
+from test.helpers.deployments import arm_nodes, learner_node
 from user.buffer.replay import ReplayBuffer
 
 pytest.importorskip("mujoco")
 pytestmark = pytest.mark.timeout(300)
 
 ARMS = {"lab_a": "arm_a", "lab_b": "arm_b"}
-
-
-def _lab(site: str, arm: str) -> str:
-    return f"""  - name: rollout_{site}
-    kind: rollout
-    site: {site}
-    params: {{robots: [{arm}], learning: *learning, start_episode: 2, weights_publisher: learner}}
-  - name: expert_{site}
-    kind: expert
-    site: {site}
-    params: {{robot_id: {arm}, task: peg_insertion, until_episode: 2}}
-  - name: {arm}
-    kind: robot
-    site: {site}
-    params: {{robot_id: {arm}, task: peg_insertion, realtime: false, privileged_state: true,
-             wait_for_consumer_s: 30.0, seed: {len(arm) + ord(arm[-1])}}}
-"""
 
 
 def _deployment(tmp_path: Path) -> Path:
@@ -49,20 +33,7 @@ sites:
   lab_a: {{endpoints: [tls/127.0.0.1:{ports["lab_a"]}], connect: [cloud]}}
   lab_b: {{endpoints: [tls/127.0.0.1:{ports["lab_b"]}], connect: [cloud]}}
 nodes:
-  - name: learner
-    kind: learner
-    site: cloud
-    shutdown_timeout_s: 30.0
-    params:
-      robots: [{", ".join(ARMS.values())}]
-      run_dir: "{{run_dir}}"
-      learning: &learning
-        mlp: {{state_dim: 17, action_dim: 7, hidden: [64, 64]}}
-        rlpd: {{num_critics: 2, critic_hidden: [64, 64], batch_size: 64, utd_ratio: 2}}
-      pacing: {{min_transitions: 64, publish_every: 10}}
-      stats_period_s: 0.5
-      torch_threads: 1
-{"".join(_lab(site, arm) for site, arm in ARMS.items())}"""
+{learner_node(list(ARMS.values()))}{"".join(arm_nodes(arm, site, k) for k, (site, arm) in enumerate(ARMS.items()))}"""
     )
     return path
 
@@ -106,4 +77,4 @@ def test_learning_across_three_secured_sites(tmp_path: Path) -> None:
     assert code == 0, out.read_text()
     text = out.read_text()
     assert "router.cloud" in text and "router.lab_a" in text and "router.lab_b" in text
-    assert "refused" not in (run / "logs" / "rollout_lab_a.log").read_text()  # the learner's weights pass
+    assert "refused" not in (run / "logs" / "rollout_arm_a.log").read_text()  # the learner's weights pass

@@ -4,17 +4,20 @@ an owner, and what each router's access control lets through."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from test.deploy.test_sites import _load_owned_by_talker, _sites_yaml
+from user.bus.zenoh_config import ENV_CONFIG, ENV_DOMAIN, ENV_MODE, ENV_ROUTER
 from user.config.strict import ConfigError, from_mapping
 from user.deploy.deployment import Deployment, load
-from user.deploy.site_env import owned_at
-from user.deploy.sites import SiteConfig, next_hop
-from user.security.zenoh_files import access_control
+from user.deploy.site_env import node_env, owned_at, router_config
+from user.deploy.sites import SiteConfig, next_hop, resolve
+from user.security.certs import issue
+from user.security.zenoh_files import Owned, SecurityConfig, access_control, tls, write
 
 
 def test_the_access_control_allows_the_owner_and_the_hop_toward_it(tmp_path: Path) -> None:
@@ -126,3 +129,106 @@ nodes:
     }
     at_lab = {o.topic: set(o.allowed) for o in owned_at(deployment, "lab")}
     assert at_lab["/arm/transitions"] == {"arm_node"} and at_lab["/w"] == {"learner", "router.cloud"}
+
+
+def test_each_site_router_listens_for_its_nodes_and_links_and_dials_its_neighbours() -> None:
+    sites = {
+        "cloud": SiteConfig(endpoints=["tcp/127.0.0.1:1"], link=["tls/0.0.0.0:9"], dial=["tls/203.0.113.5:9"]),
+        "lab": SiteConfig(endpoints=["tcp/127.0.0.1:2"], connect=["cloud"], start_timeout_s=7.0),
+        "far": SiteConfig(endpoints=["tcp/127.0.0.1:3"], link=["tcp/0.0.0.0:8"], connect=["lab"]),
+    }
+    resolved = {s.name: s for s in resolve(sites, ["tcp/x:0"], 1.0)}
+    assert resolved["cloud"].listen == ["tcp/127.0.0.1:1", "tls/0.0.0.0:9"] and resolved["cloud"].connect == []
+    assert resolved["lab"].listen == ["tcp/127.0.0.1:2"] and resolved["lab"].connect == ["tls/203.0.113.5:9"]
+    assert resolved["far"].connect == ["tcp/127.0.0.1:2"]  # lab has no link: its endpoints
+    assert resolved["lab"].endpoints == ["tcp/127.0.0.1:2"] and resolved["lab"].start_timeout_s == 7.0
+    assert resolved["lab"].identity == "router.lab" and resolved["lab"].label == "router of site lab"
+    (single,) = resolve({}, ["tcp/127.0.0.1:7447"], 30.0)
+    assert (single.name, single.listen, single.connect, single.identity) == (
+        "",
+        ["tcp/127.0.0.1:7447"],
+        [],
+        "router.main",
+    )
+    assert single.label == "Zenoh router" and single.start_timeout_s == 30.0
+
+
+def _secured(tmp_path: Path) -> Deployment:
+    ports = {"cloud": 11, "lab_a": 12, "lab_b": 13}
+    deployment = _load_owned_by_talker(_sites_yaml(tmp_path, ports, tmp_path / "certs"))
+    issue(tmp_path / "certs", deployment.identities())
+    return deployment
+
+
+def test_a_secured_node_gets_its_identity_client_mode_and_its_sites_router(tmp_path: Path) -> None:
+    deployment = _secured(tmp_path)
+    lab = next(s for s in deployment.routers() if s.name == "lab_a")
+    env = node_env(deployment, lab, "lab_talker", tmp_path / "zenoh")
+    assert env[ENV_ROUTER] == lab.endpoints[0] and env[ENV_DOMAIN] == "sec" and env[ENV_MODE] == "client"
+    config = json.loads(Path(env[ENV_CONFIG]).read_text())
+    block = config["transport"]["link"]["tls"]
+    assert block == {
+        "root_ca_certificate": str(tmp_path / "certs" / "ca.pem"),
+        "listen_certificate": str(tmp_path / "certs" / "lab_talker.pem"),
+        "listen_private_key": str(tmp_path / "certs" / "lab_talker.key"),
+        "connect_certificate": str(tmp_path / "certs" / "lab_talker.pem"),
+        "connect_private_key": str(tmp_path / "certs" / "lab_talker.key"),
+        "enable_mtls": True,
+    }
+    router = json.loads(Path(str(router_config(deployment, lab, tmp_path / "zenoh"))).read_text())
+    assert router["transport"]["link"]["tls"]["listen_certificate"].endswith("router.lab_a.pem")
+    assert router["access_control"]["enabled"] is True and router["access_control"]["default_permission"] == "allow"
+    weights = router["access_control"]["subjects"][[r["key_exprs"] for r in router["access_control"]["rules"]
+                                                   ].index(["sec/policy/weights"]) // 2]  # fmt: skip
+    assert "lab_talker" in weights["cert_common_names"] and "learner" not in weights["cert_common_names"]
+
+
+def test_an_unsecured_node_gets_only_its_router_and_domain(tmp_path: Path) -> None:
+    deployment = load(_sites_yaml(tmp_path, {"cloud": 1, "lab_a": 2, "lab_b": 3}, None))
+    cloud = next(s for s in deployment.routers() if s.name == "cloud")
+    assert node_env(deployment, cloud, "learner", tmp_path) == {ENV_ROUTER: "tcp/127.0.0.1:1", ENV_DOMAIN: "sec"}
+    assert router_config(deployment, cloud, tmp_path) is None
+    assert not deployment.security.enabled and not list(tmp_path.glob("*.json5"))
+
+
+def test_a_missing_certificate_is_named(tmp_path: Path) -> None:
+    deployment = _secured(tmp_path)
+    (tmp_path / "certs" / "lab_talker.key").unlink()
+    lab = next(s for s in deployment.routers() if s.name == "lab_a")
+    with pytest.raises(ConfigError, match=r"lab_talker.key is missing; make it with `user certs --deployment FILE`"):
+        node_env(deployment, lab, "lab_talker", tmp_path / "zenoh")
+    with pytest.raises(ConfigError, match=r"ca.pem is missing"):
+        tls(tmp_path / "nowhere", "learner")
+
+
+def test_an_acl_denies_messages_and_cache_replies_to_all_but_the_allowed() -> None:
+    owned = [Owned("/w", frozenset({"learner"})), Owned("/arm/transitions", frozenset({"arm", "router.lab"}))]
+    acl = access_control(owned, ["learner", "arm", "router.lab", "rogue"], "")
+    assert acl["rules"] == [
+        {"id": "owned_0", "permission": "deny", "flows": ["ingress"], "messages": ["put", "delete"],
+         "key_exprs": ["w"]},
+        {"id": "owned_cache_0", "permission": "deny", "flows": ["ingress"], "messages": ["declare_queryable", "reply"],
+         "key_exprs": ["w/@adv/**"]},
+        {"id": "owned_1", "permission": "deny", "flows": ["ingress"], "messages": ["put", "delete"],
+         "key_exprs": ["arm/transitions"]},
+        {"id": "owned_cache_1", "permission": "deny", "flows": ["ingress"], "messages": ["declare_queryable", "reply"],
+         "key_exprs": ["arm/transitions/@adv/**"]},
+    ]  # fmt: skip
+    assert acl["subjects"] == [
+        {"id": "not_owner_0", "cert_common_names": ["arm", "rogue", "router.lab"]},
+        {"id": "not_owner_1", "cert_common_names": ["learner", "rogue"]},
+    ]
+    assert acl["policies"] == [
+        {"id": "policy_0", "rules": ["owned_0", "owned_cache_0"], "subjects": ["not_owner_0"]},
+        {"id": "policy_1", "rules": ["owned_1", "owned_cache_1"], "subjects": ["not_owner_1"]},
+    ]
+    assert access_control([], ["x"], "d")["enabled"] is False
+
+
+def test_security_is_on_with_a_certs_dir_only() -> None:
+    assert not SecurityConfig().enabled and SecurityConfig(certs_dir="c").enabled
+
+
+def test_written_config_files_are_json(tmp_path: Path) -> None:
+    path = write(tmp_path / "a" / "b.json5", {"x": [1, True]})
+    assert json.loads(path.read_text()) == {"x": [1, True]}

@@ -5,7 +5,6 @@ on DDS appears in a registry on the Zenoh side and goes when its announcer does.
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +14,8 @@ import pytest
 import zenoh
 
 from test.conftest import user_cmd, wait_until
-from user.bus.base import LATCHED, RELIABLE, Bus, QoS
+from test.helpers.collect import collect
+from user.bus.base import LATCHED, Bus
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings, session_config
 from user.config.strict import ConfigError, from_mapping
@@ -40,18 +40,6 @@ def bridge(make_ros_bus: Callable[..., Bus], router_endpoint: str) -> Iterator[B
     node.destroy()
 
 
-def _collect(bus: Bus, topic: str, typename: str, qos: QoS = RELIABLE) -> list[bytes]:
-    got: list[bytes] = []
-    lock = threading.Lock()
-
-    def on(payload: bytes) -> None:
-        with lock:
-            got.append(payload)
-
-    bus.create_subscription(topic, typename, on, qos)
-    return got
-
-
 def _zenoh(name: str, endpoint: str) -> ZenohBus:
     return ZenohBus(name, ZenohSettings(router=[endpoint], domain="bridged"))
 
@@ -65,10 +53,10 @@ def test_allowed_topics_cross_in_their_direction_unchanged(
     try:
         keyed: list[bytes] = []
         raw.declare_subscriber("bridged/arm_b/notes", lambda s: keyed.append(s.payload.to_bytes()))
-        notes = _collect(cloud, "/arm_b/notes", STRING)
-        acks = _collect(ros, "/arm_b/episode_acks", ACK)
-        back = _collect(ros, "/arm_b/notes", STRING)  # the bridge must not send it back to DDS
-        stray = _collect(cloud, "/arm_b/private", STRING)
+        notes = collect(cloud, "/arm_b/notes", STRING)
+        acks = collect(ros, "/arm_b/episode_acks", ACK)
+        back = collect(ros, "/arm_b/notes", STRING)  # the bridge must not send it back to DDS
+        stray = collect(cloud, "/arm_b/private", STRING)
         out = ros.create_publisher("/arm_b/notes", STRING)
         private = ros.create_publisher("/arm_b/private", STRING)
         inn = cloud.create_publisher("/arm_b/episode_acks", ACK)
@@ -138,11 +126,11 @@ def test_user_bridge_runs_the_bridge_on_rclpy(
     )  # fmt: skip
     cloud = _zenoh("cloud_c", router_endpoint)
     try:
-        events = _collect(cloud, "/arm_c/episode_events", "user/msg/EpisodeEvent")
+        events = collect(cloud, "/arm_c/episode_events", "user/msg/EpisodeEvent")
         out = make_ros_bus("arm_c").create_publisher("/arm_c/episode_events", "user/msg/EpisodeEvent")
         command = cloud.create_publisher("/site_c/cmd", STRING, LATCHED)
         command.publish(b"\x00\x01\x00\x00\x03\x00\x00\x00go\x00")
-        cmds = _collect(make_ros_bus("listener_c"), "/site_c/cmd", STRING, LATCHED)
+        cmds = collect(make_ros_bus("listener_c"), "/site_c/cmd", STRING, LATCHED)
 
         def crossed() -> bool:
             out.publish(b"\x00\x01\x00\x00event")

@@ -30,7 +30,7 @@ from user.interfaces.stamps import header
 from user.interfaces.validate import InvalidMessageError, check_weights
 from user.policies.base import FlatWeights, WeightSpec
 from user.sync.delta import MAGIC as DELTA_MAGIC
-from user.sync.delta import DeltaDecoder, DeltaEncoder
+from user.sync.delta import DeltaDecoder, DeltaEncoder, read_header
 from user.sync.errors import ChecksumError, ChunkError, PayloadError
 
 _log = logging.getLogger(__name__)
@@ -104,15 +104,8 @@ def decode_payload(payload: bytes, dtype: str, version: int) -> FlatWeights:
     """FlatWeights from a whole payload; `PayloadError` when it does not parse."""
     if dtype not in DTYPES:
         raise PayloadError(f"version {version}: unknown weight dtype {dtype!r}")
-    if len(payload) < _PREFIX.size:
-        raise PayloadError(f"version {version}: payload of {len(payload)} bytes is shorter than its prefix")
-    magic, head_len = _PREFIX.unpack_from(payload)
-    if magic != _MAGIC:
-        raise PayloadError(f"version {version}: payload does not start with {_MAGIC!r}")
-    start = _PREFIX.size + head_len
+    meta, spec, start = read_header(payload, _MAGIC, version)
     try:
-        meta = json.loads(payload[_PREFIX.size : start].decode())
-        spec = WeightSpec(tuple(str(n) for n in meta["names"]), tuple(tuple(int(d) for d in s) for s in meta["shapes"]))
         numel = int(meta["numel"])
     except (ValueError, KeyError, TypeError) as exc:
         raise PayloadError(f"version {version}: bad payload header: {exc}") from exc

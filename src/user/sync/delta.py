@@ -25,6 +25,7 @@ import json
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,6 +36,22 @@ from user.sync.errors import PayloadError
 MAGIC = b"UWF2"
 _PREFIX = struct.Struct("<4sI")  # magic, header length
 LEVEL = 6  # zlib level: the learner compresses once per version, every robot site saves the bytes
+
+
+def read_header(payload: bytes, magic: bytes, version: int) -> tuple[dict[str, Any], WeightSpec, int]:
+    """(the JSON header, its WeightSpec, where the tensor bytes start) of a payload starting with `magic`."""
+    if len(payload) < _PREFIX.size:
+        raise PayloadError(f"version {version}: payload of {len(payload)} bytes is shorter than its prefix")
+    found, head_len = _PREFIX.unpack_from(payload)
+    if found != magic:
+        raise PayloadError(f"version {version}: payload does not start with {magic!r}")
+    start = _PREFIX.size + head_len
+    try:
+        meta = json.loads(payload[_PREFIX.size : start].decode())
+        shapes = tuple(tuple(int(d) for d in s) for s in meta["shapes"])
+        return meta, WeightSpec(tuple(str(n) for n in meta["names"]), shapes), start
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise PayloadError(f"version {version}: bad payload header: {exc}") from exc
 
 
 class BaseMissingError(PayloadError):
@@ -140,15 +157,8 @@ class DeltaDecoder:
 
     def decode(self, payload: bytes, dtype: torch.dtype, version: int) -> FlatWeights:
         """FlatWeights of a UWF2 payload; `PayloadError` when it does not parse, `BaseMissingError` without its base."""
-        magic, head_len = _PREFIX.unpack_from(payload)
-        if magic != MAGIC:
-            raise PayloadError(f"version {version}: payload does not start with {MAGIC!r}")
-        start = _PREFIX.size + head_len
+        meta, spec, start = read_header(payload, MAGIC, version)
         try:
-            meta = json.loads(payload[_PREFIX.size : start].decode())
-            spec = WeightSpec(
-                tuple(str(n) for n in meta["names"]), tuple(tuple(int(d) for d in s) for s in meta["shapes"])
-            )
             entries = [(str(e["enc"]), int(e["len"])) for e in meta["tensors"]]
             base, crc_raw, numel = int(meta["base"]), int(meta["crc_raw"]), int(meta["numel"])
         except (ValueError, KeyError, TypeError) as exc:
