@@ -66,12 +66,25 @@ def _mapping(**changes: object) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"nodes": [{"name": "a", "kind": "talker", "site": "mars"}]}, "node 'a': site 'mars' is not one of sites"),
+        (
+            {"nodes": [{"name": "a", "kind": "talker", "site": "mars"}]},
+            "node 'a': site 'mars' is not one of sites (cloud, lab)",
+        ),
+        (
+            {"sites": {"a-b": {"endpoints": ["tcp/h:1"]}}, "nodes": []},
+            "sites: invalid site name 'a-b' (letters, digits and '_')",
+        ),
         ({"sites": {"cloud": {"endpoints": []}}}, "sites.cloud.endpoints: a site needs at least one endpoint"),
-        ({"sites": {"cloud": {"endpoints": ["tcp/h:1"], "connect": ["moon"]}}}, "'moon' is not another site"),
+        (
+            {
+                "sites": {"cloud": {"endpoints": ["tcp/h:1"], "connect": ["moon"]}, "lab": {"endpoints": ["tcp/h:2"]}},
+                "nodes": [],
+            },
+            "sites.cloud.connect: 'moon' is not another site (known: cloud, lab)",
+        ),
         (
             {"sites": {"a": {"endpoints": ["tcp/h:1"]}, "b": {"endpoints": ["tcp/h:2"]}}, "nodes": []},
-            "not every site is linked to the others",
+            "sites: not every site is linked to the others (through `connect`, in either direction)",
         ),
         ({"sites": {}}, "node 'arm': site 'lab' given but the deployment has no `sites`"),
         ({"security": {"certs_dir": "/c"}}, "these router endpoints are not tls/: tcp/127.0.0.1:1, tcp/127.0.0.1:2"),
@@ -99,11 +112,27 @@ def test_the_placement_rule_keeps_a_robots_step_loop_in_its_site() -> None:
     ]
     with pytest.raises(ConfigError) as info:
         from_mapping(Deployment, _mapping(nodes=nodes), where="d.yaml")
-    text = str(info.value)
-    assert "rollout 'rollout' (site 'cloud') drives robot 'arm' (site 'lab')" in text
-    assert "expert 'expert' (site 'cloud') drives robot 'arm' (site 'lab')" in text
-    assert "learner" not in text
+    assert str(info.value) == (
+        "d.yaml: rollout 'rollout' (site 'cloud') drives robot 'arm' (site 'lab'); expert 'expert' (site 'cloud') "
+        "drives robot 'arm' (site 'lab'): its observations and actions would cross sites at every step. Place it in "
+        "the robot's site (each site may have its own rollout); only transitions, weights, stats, rewards and "
+        "commands cross sites"
+    )
     from_mapping(Deployment, _mapping(), where="d.yaml")  # rollout beside its robot: accepted
+    unnamed = [{"name": "arm2", "kind": "robot", "site": "lab", "params": {}},  # its robot id is its node name
+               {"name": "teleop", "kind": "teleop", "site": "cloud", "params": {"robot_id": "arm2"}}]  # fmt: skip
+    with pytest.raises(ConfigError, match=r"teleop 'teleop' \(site 'cloud'\) drives robot 'arm2' \(site 'lab'\)"):
+        from_mapping(Deployment, _mapping(nodes=unnamed), where="d.yaml")
+
+
+def test_a_warned_placement_starts(caplog: pytest.LogCaptureFixture) -> None:
+    nodes = [
+        {"name": "arm", "kind": "robot", "site": "lab", "params": {"robot_id": "arm"}},
+        {"name": "rollout", "kind": "rollout", "site": "cloud", "params": {"robots": ["arm"]}},
+    ]
+    with caplog.at_level("WARNING"):
+        from_mapping(Deployment, _mapping(nodes=nodes, placement="warn"), where="d.yaml")
+    assert "rollout 'rollout' (site 'cloud') drives robot 'arm'" in caplog.text
 
 
 def test_robots_own_their_data_and_learners_their_answers(tmp_path: Path) -> None:

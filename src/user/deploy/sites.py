@@ -146,7 +146,7 @@ class Placed(Protocol):
 
 
 def _robots_of(node: Placed) -> list[str]:
-    value = node.params.get(PER_STEP.get(node.kind, ""), [])
+    value = node.params.get(PER_STEP[node.kind], [])  # a per-step kind: its robot parameter
     return [str(v) for v in value] if isinstance(value, list) else [str(value)]
 
 
