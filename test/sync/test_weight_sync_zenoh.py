@@ -170,3 +170,25 @@ def test_publisher_republishes_the_newest_version_on_request(make_bus: MakeBus, 
     assert set(got) == {1}
     ask.publish(request(data="arm"))
     assert wait_until(lambda: pub.resends == 2, DEADLINE_S)
+
+
+def test_a_late_joiner_amid_deltas_gets_a_keyframe_then_follows(make_bus: Callable[..., ZenohBus], topic: str) -> None:
+    learner = _policy(1, (64, 64), 8)
+    pub = WeightPublisher(Node(make_bus("learner")), learner, policy_id="arm", topic=topic, delta=True)
+    first = WeightSubscriber(
+        Node(make_bus("first")), _policy(2, (64, 64), 8), policy_id="arm", topic=topic, apply="immediate"
+    )
+    for version in range(1, 4):
+        with torch.no_grad():
+            for p in learner.actor.parameters():
+                p.add_(1e-3)
+        assert pub.publish_now() == version
+        assert first.wait_for_version(version, 10.0)
+    late_policy = _policy(3, (64, 64), 8)
+    late = WeightSubscriber(Node(make_bus("late")), late_policy, policy_id="arm", topic=topic, apply="immediate")
+    assert late.wait_for_version(3, 20.0)  # the cached delta could not decode: it asked, and got version 3 whole
+    assert late.resend_requests >= 1
+    assert torch.equal(late_policy.get_weights().data, learner.get_weights().data)
+    pub.publish_now()
+    assert late.wait_for_version(4, 10.0) and first.wait_for_version(4, 10.0)
+    assert wait_until(lambda: torch.equal(late_policy.get_weights().data, learner.get_weights().data), 5.0)
