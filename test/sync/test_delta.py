@@ -4,6 +4,10 @@ and a late joiner amid deltas served through a real Zenoh router."""
 
 from __future__ import annotations
 
+import json
+import re
+import struct
+
 import pytest
 import torch
 
@@ -106,3 +110,83 @@ def test_the_assembler_yields_delta_versions_and_refuses_a_gap() -> None:
     with pytest.raises(BaseMissingError):
         for chunk in chunks:
             assembler.add(chunk)
+
+
+def _keyframe(version: int = 1) -> bytes:
+    return DeltaEncoder().encode(_versions(version, torch.float32)[-1])
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"UWF", "payload of 3 bytes is shorter than its prefix"),
+        (b"UWF2\x00\x00\x00\x00", "bad payload header"),
+        (b"UWF1\x00\x00\x00\x00", "payload does not start with b'UWF2'"),
+        (b"UWF2\x02\x00\x00\x00[]", "bad payload header"),
+    ],
+)
+def test_a_payload_that_does_not_parse_is_named(payload: bytes, message: str) -> None:
+    with pytest.raises(PayloadError, match=re.escape(f"version 7: {message}")):
+        DeltaDecoder().decode(payload, torch.float32, 7)
+
+
+def _edit_header(payload: bytes, **changes: object) -> bytes:
+    (head_len,) = struct.unpack_from("<I", payload, 4)
+    meta = json.loads(payload[8 : 8 + head_len])
+    for key, value in changes.items():
+        if key.startswith("tensor0_"):
+            meta["tensors"][0][key.removeprefix("tensor0_")] = value
+        else:
+            meta[key] = value
+    head = json.dumps(meta).encode()
+    blobs = payload[8 + head_len :]
+    if changes.get("tensor0_enc") == "zlib":  # tensor 0 as zlib, its bytes no zlib stream
+        blobs = b"\x00" * meta["tensors"][0]["len"] + blobs[meta["tensors"][0]["len"] :]
+    return b"UWF2" + struct.pack("<I", len(head)) + head + blobs
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"numel": 5}, "header lists 3 tensors for 3 shapes"),
+        ({"tensors": []}, "header lists 0 tensors for 3 shapes"),
+        ({"tensor0_enc": "lzma"}, "tensor 0 has unknown encoding 'lzma'"),
+        ({"tensor0_enc": "zlib"}, "tensor 0 (zlib) does not decode"),
+        ({"base": 0}, "a delta on version 0, but version -1 is held"),
+    ],
+)
+def test_a_header_that_does_not_fit_is_named(changes: dict[str, object], message: str) -> None:
+    payload = _keyframe()
+    if "base" in changes:  # make tensor 0 a delta on version 0
+        changes = {**changes, "tensor0_enc": "delta"}
+    with pytest.raises(PayloadError, match=re.escape(f"version 1: {message}")):
+        DeltaDecoder().decode(_edit_header(payload, **changes), torch.float32, 1)
+
+
+def test_trailing_bytes_are_refused() -> None:
+    with pytest.raises(PayloadError, match="do not match the header"):
+        DeltaDecoder().decode(_keyframe() + b"\x00", torch.float32, 1)
+
+
+def test_a_delta_on_version_0_needs_version_0() -> None:
+    encoder = DeltaEncoder()
+    first, second = _versions(2, torch.float32)
+    encoder.encode(FlatWeights(first.data, SPEC, 0))
+    delta = encoder.encode(FlatWeights(second.data, SPEC, 1))
+    with pytest.raises(BaseMissingError, match="a delta on version 0"):
+        DeltaDecoder().decode(delta, torch.float32, 1)
+
+
+def test_keyframe_every_is_checked_and_1_means_no_deltas() -> None:
+    with pytest.raises(ValueError, match="keyframe_every must be at least 1, got 0"):
+        DeltaEncoder(0)
+    encoder = DeltaEncoder(1)
+    for weights in _versions(3, torch.float32):
+        encoder.encode(weights)
+        assert encoder.last_stats is not None and "delta" not in encoder.last_stats.encodings
+
+
+def test_weights_without_values_round_trip_in_their_dtype() -> None:
+    empty = FlatWeights(torch.empty(0, dtype=torch.bfloat16), WeightSpec((), ()), 1)
+    got = DeltaDecoder().decode(DeltaEncoder().encode(empty), torch.bfloat16, 1)
+    assert got.data.dtype == torch.bfloat16 and got.data.numel() == 0
