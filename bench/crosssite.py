@@ -1,7 +1,9 @@
 """Cross-site benchmark (issue 15): a lab and the cloud joined by a wide-area link with 50 ms round trip and
 20 Mbit/s (a user-space relay between the two sites' routers, test/helpers/link_relay.py: these machines have
 no netem), everything else as a user deploys it (`user bringup` of a two-site deployment, every node its own
-process, the learner in `cloud`, one sim FR3 arm on peg insertion in `lab`, lockstep with its policy).
+process, the learner in `cloud`, one sim FR3 arm on peg insertion in `lab`, lockstep with its policy). The two
+sites share this machine's cores, which two sites never do: the learner runs at nice 19, so that the lab's
+processes get the CPU first, as they would on their own machine.
 
 Three figures, side by side in one run:
 
@@ -68,7 +70,7 @@ def deployment(
             "lab": {"endpoints": [f"tcp/127.0.0.1:{ports['lab']}"], "connect": ["cloud"]},
         },
         "nodes": [
-            {"name": "learner", "kind": "learner", "site": "cloud", **node,
+            {"name": "learner", "kind": "learner", "site": "cloud", "nice": 19, **node,
              "params": {"robots": [ARM], "run_dir": "{run_dir}", "learning": LEARNING, "torch_threads": 1,
                         "pacing": {"min_transitions": 64, "publish_every": 20, "weight_dtype": dtype,
                                    "weight_delta": delta}}},
