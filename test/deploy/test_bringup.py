@@ -231,7 +231,10 @@ def test_a_node_that_does_not_report_running_in_time_is_stopped(
     text = run.text()
     assert code == 1, text
     assert "late did not report running within 0.1 s (its start_timeout_s); stopping it" in text
-    assert "late exited with" in text and "after it did not report running within 0.1 s; not respawned" in text
+    # "late exited with <code> after it did not report running within 0.1 s[: <its last words>]; not respawned ...":
+    # a node stopped while still importing may or may not have said something by then
+    line = next((ln for ln in text.splitlines() if "late exited with" in ln), "")
+    assert "after it did not report running within 0.1 s" in line and "; not respawned" in line, text
 
 
 @pytest.mark.parametrize(

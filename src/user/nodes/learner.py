@@ -141,17 +141,7 @@ class LearnerNode(Node):
             ),
             self.log,
         )
-        self.publisher = WeightPublisher(
-            self,
-            self.session.policy,
-            policy_id=p.learning.policy_id,
-            topic=p.weights_topic,
-            every_k_updates=p.pacing.publish_every if p.pacing.mode == "async" else None,  # sync: after each phase
-            dtype=DTYPES[p.pacing.weight_dtype],
-            publisher=p.learner_id,
-            delta=p.pacing.weight_delta,
-            keyframe_every=p.pacing.keyframe_every,
-        )
+        self.publisher = self._weight_publisher(p)
         self._stats_pub = self.create_publisher(p.stats_topic, "user/msg/TrainingStats", RELIABLE)
         self._started = time.monotonic()  # stop_after.wall_time_s counts from here
         self.credit: DataCredit | None = None  # async: what robots that can wait may still send
@@ -289,6 +279,19 @@ class LearnerNode(Node):
         )
 
     # ---- reports --------------------------------------------------------------------------------
+
+    def _weight_publisher(self, p: LearnerParams) -> WeightPublisher:
+        return WeightPublisher(
+            self,
+            self.session.policy,
+            policy_id=p.learning.policy_id,
+            topic=p.weights_topic,
+            every_k_updates=p.pacing.publish_every if p.pacing.mode == "async" else None,  # sync: after each phase
+            dtype=DTYPES[p.pacing.weight_dtype],
+            publisher=p.learner_id,
+            delta=p.pacing.weight_delta,
+            keyframe_every=p.pacing.keyframe_every,
+        )
 
     def _start_credit(self) -> None:
         """Async: the data credit, counted from now (data already stored, a resumed run or demos, is not owed)."""
