@@ -20,7 +20,7 @@ import pytest
 
 from test.conftest import user_cmd, wait_until
 from test.deploy.test_ros_site import _stored
-from test.helpers.deployments import arm_nodes, learner_node, small_learning
+from test.helpers.deployments import arm_nodes, learner_node, ros_site
 from test.helpers.netns import Netns, available
 from user.security.zenoh_files import tls, write
 
@@ -58,14 +58,7 @@ nodes:
 
 def _ros_site(tmp_path: Path, net: Netns) -> Path:
     path = tmp_path / "ros_site.yaml"
-    path.write_text(
-        f"""name: ros_site
-nodes:
-  - name: bridge
-    kind: bridge
-    params: {{robots: [arm_r], zenoh_router: [tls/{net.cloud_address("lab_b")}:{LINK}], domain: ns}}
-{arm_nodes("arm_r", "", 2, learning=small_learning())}"""
-    )
+    path.write_text(ros_site(f"tls/{net.cloud_address('lab_b')}:{LINK}", "ns"))
     return path
 
 

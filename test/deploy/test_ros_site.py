@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from test.conftest import free_port, user_cmd, wait_until
-from test.helpers.deployments import arm_nodes, learner_node, small_learning
+from test.helpers.deployments import arm_nodes, learner_node, ros_site
 from user.buffer.replay import ReplayBuffer
 
 pytest.importorskip("mujoco")
@@ -37,14 +37,7 @@ nodes:
 
 def _ros_side(tmp_path: Path, cloud: int) -> Path:
     path = tmp_path / "ros_side.yaml"
-    path.write_text(
-        f"""name: ros_side
-nodes:
-  - name: bridge
-    kind: bridge
-    params: {{robots: [arm_r], zenoh_router: [tcp/127.0.0.1:{cloud}], domain: mixed}}
-{arm_nodes("arm_r", "", 2, learning=small_learning())}"""
-    )
+    path.write_text(ros_site(f"tcp/127.0.0.1:{cloud}", "mixed"))
     return path
 
 

@@ -49,3 +49,13 @@ def arm_nodes(arm: str, site: str, seed: int, *, learning: str = "*learning", de
     params: {{robot_id: {arm}, task: peg_insertion, privileged_state: true, seed: {seed}, wait_for_consumer_s: 60.0,
              {robot or "realtime: false"}}}
 """
+
+
+def ros_site(router: str, domain: str) -> str:
+    """A ROS 2 site's deployment: a bridge to the Zenoh router at `router` and one arm `arm_r` (run by ros2 launch)."""
+    return f"""name: ros_site
+nodes:
+  - name: bridge
+    kind: bridge
+    params: {{robots: [arm_r], zenoh_router: [{router}], domain: {domain}}}
+{arm_nodes("arm_r", "", 2, learning=small_learning())}"""
