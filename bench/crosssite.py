@@ -12,6 +12,10 @@ Three figures, side by side in one run:
    (`placement: warn` lets the split one start). Measured by a probe in the lab on the robot's episode events:
    the mean wall time from START to END over `--episodes` episodes after the first two, and env steps per second.
    Target: local >= 3x faster.
+   The robot is not held by the learner's data credit here (`credit_topic: ""`): the learner shares these two
+   cores at nice 19 and updates far slower than a learner with a GPU of its own, and the credit (which holds a
+   lockstep robot while the learner is behind its update-to-data ratio) would then time the episodes by the
+   learner's update rate, not by where the rollout runs. `--hold` measures with the credit on.
 2. Weight bytes per sync: the bytes of every WeightChunk of one version as they arrive in the lab, for float32
    and (a second run) bfloat16 weights with `weight_delta` (compressed; later versions as deltas on the one
    before: `user.sync.delta`), against the learner's full fp32 state (actor, critics and target critics: every
@@ -19,7 +23,7 @@ Three figures, side by side in one run:
 3. Time to deliver a 30 s spooled backlog: the link is cut for `--cut-s` while the arm (real time, 10 Hz) keeps
    acting; from the moment it is back until the learner's buffer holds every episode the arm ended.
 
-Run: MUJOCO_GL=egl python3 bench/crosssite.py [--episodes 15] [--cut-s 30] [--rtt-ms 50] [--mbit 20] [--keep]
+Run: MUJOCO_GL=egl python3 bench/crosssite.py [--episodes 15] [--cut-s 30] [--rtt-ms 50] [--mbit 20] [--hold] [--keep]
      (about 6 minutes)
 """
 
@@ -56,7 +60,7 @@ LEARNING = {
 
 
 def deployment(
-    path: Path, ports: dict[str, int], rollout_site: str, *, realtime: bool, dtype: str, delta: bool
+    path: Path, ports: dict[str, int], rollout_site: str, *, realtime: bool, dtype: str, delta: bool, hold: bool
 ) -> Path:
     import yaml
 
@@ -79,7 +83,8 @@ def deployment(
             {"name": ARM, "kind": "robot", "site": "lab",
              "params": {"robot_id": ARM, "task": "peg_insertion", "realtime": realtime, "control_rate_hz": 10.0,
                         "privileged_state": True, "max_steps": 40, "wait_for_consumer_s": 60.0,
-                        "state_dir": "{run_dir}/robots", "outbox_resend_s": 2.0, "outbox_episodes": 200}},
+                        "state_dir": "{run_dir}/robots", "outbox_resend_s": 2.0, "outbox_episodes": 200,
+                        "credit_topic": "/data_credit" if hold else ""}},
         ],
     }  # fmt: skip
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -134,12 +139,13 @@ class Run:
         dtype: str,
         shape: LinkShape,
         delta: bool = False,
+        hold: bool = True,
     ) -> None:
         self.ports = {k: free_port() for k in ("cloud", "lab", "relay")}
         self.relay = LinkRelay(self.ports["relay"], self.ports["cloud"], shape)
         self.run_dir = work / label
         config = deployment(
-            work / f"{label}.yaml", self.ports, rollout_site, realtime=realtime, dtype=dtype, delta=delta
+            work / f"{label}.yaml", self.ports, rollout_site, realtime=realtime, dtype=dtype, delta=delta, hold=hold
         )
         self.out = open(work / f"{label}.out", "wb")  # noqa: SIM115 - closed in stop()
         argv = user_cmd("bringup", str(config), "--run-dir", str(self.run_dir))
@@ -166,8 +172,8 @@ class Run:
         self.relay.close()
 
 
-def generation(work: Path, rollout_site: str, episodes: int, shape: LinkShape) -> dict[str, float]:
-    run = Run(work, f"gen_{rollout_site}", rollout_site, realtime=False, dtype="float32", shape=shape)
+def generation(work: Path, rollout_site: str, episodes: int, shape: LinkShape, hold: bool) -> dict[str, float]:
+    run = Run(work, f"gen_{rollout_site}", rollout_site, realtime=False, dtype="float32", shape=shape, hold=hold)
     try:
         if not wait_until(lambda: len(run.probe.episodes()) >= episodes + 2, 900.0, 0.5):
             raise RuntimeError(f"{rollout_site}: only {len(run.probe.episodes())} episodes; see {run.out.name}")
@@ -242,20 +248,23 @@ def main() -> int:
     p.add_argument("--cut-s", type=float, default=30.0, help="how long the link is cut for the backlog figure")
     p.add_argument("--rtt-ms", type=float, default=50.0)
     p.add_argument("--mbit", type=float, default=20.0)
+    p.add_argument("--hold", action="store_true", help="episode generation with the robot held by the learner's credit")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     args = p.parse_args()
     shape = LinkShape(delay_s=args.rtt_ms / 2000.0, rate_bps=args.mbit * 1e6)
     work = Path(tempfile.mkdtemp(prefix="crosssite_"))
     try:
-        local = generation(work, "lab", args.episodes, shape)
-        cloud = generation(work, "cloud", args.episodes, shape)
+        local = generation(work, "lab", args.episodes, shape, args.hold)
+        cloud = generation(work, "cloud", args.episodes, shape, args.hold)
         bf16, bf16_delta = weights_bf16(work, shape)
         spool = backlog(work, args.cut_s, shape)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     actor, full = full_state_bytes()
-    print(f"\ncrosssite: link {args.rtt_ms:g} ms RTT, {args.mbit:g} Mbit/s (user-space relay); work dir {work}\n")
+    held = "held by" if args.hold else "not held by"
+    print(f"\ncrosssite: link {args.rtt_ms:g} ms RTT, {args.mbit:g} Mbit/s (user-space relay); work dir {work}")
+    print(f"episode generation: the robot {held} the learner's data credit\n")
     print("| figure | rollout in lab | rollout in cloud | ratio |\n|---|---|---|---|")
     print(f"| mean episode generation time, s | {local['episode_s']:.2f} | {cloud['episode_s']:.2f} | "
           f"{cloud['episode_s'] / local['episode_s']:.2f}x faster local |")  # fmt: skip
