@@ -1,4 +1,6 @@
-"""ros2 launch user bringup.launch.py [config:=FILE] [run_dir:=DIR] [resume:=true]: a deployment on rclpy.
+"""ros2 launch user bringup.launch.py [config:=FILE] [run_dir:=DIR] [resume:=true] [rviz:=true]: a deployment
+on rclpy; `rviz:=true` also opens rviz2 with `rviz_config` (default share/user/config/user.rviz), on the
+simulation time when a robot of the deployment publishes it on /clock.
 
 It reads the same deployment YAML as `user bringup`, through the same code (`user.deploy`), so both
 launchers start the same nodes with the same settings and the same supervision rules (`user.deploy.respawn`):
@@ -18,14 +20,14 @@ import time
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription, logging
-from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, TimerAction
+from launch.actions import DeclareLaunchArgument, EmitEvent, ExecuteProcess, OpaqueFunction, TimerAction
 from launch.events import Shutdown, matches_action
 from launch.events.process import ShutdownProcess
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from user.deploy.respawn import NodeLife, Outcome
-from user.deploy.ros_launch import NodeGoneError, RosNodeLaunch, prepare
+from user.deploy.ros_launch import NodeGoneError, RosNodeLaunch, prepare, rviz_command, uses_sim_clock
 
 _log = logging.get_logger("user.launch")
 
@@ -100,7 +102,11 @@ def _nodes(context, *args, **kwargs):
         LaunchConfiguration("resume").perform(context).lower() == "true",
         search_dirs=[_config_dir()],
     )
-    return [action for spec in specs for action in _start(spec, NodeLife(spec.launch))]
+    actions = [action for spec in specs for action in _start(spec, NodeLife(spec.launch))]
+    if LaunchConfiguration("rviz").perform(context).lower() == "true":
+        command = rviz_command(LaunchConfiguration("rviz_config").perform(context), uses_sim_clock(specs))
+        actions.append(ExecuteProcess(cmd=command, name="rviz2", output="screen"))
+    return actions
 
 
 def generate_launch_description():
@@ -115,6 +121,12 @@ def generate_launch_description():
                 "run_dir", default_value="", description="run directory (default: a fresh runs/<name>[-n])"
             ),
             DeclareLaunchArgument("resume", default_value="false", description="true: continue the run in run_dir"),
+            DeclareLaunchArgument("rviz", default_value="false", description="true: open rviz2 beside the nodes"),
+            DeclareLaunchArgument(
+                "rviz_config",
+                default_value=os.path.join(_config_dir(), "user.rviz"),
+                description="the rviz2 configuration rviz:=true opens",
+            ),
             OpaqueFunction(function=_nodes),
         ]
     )

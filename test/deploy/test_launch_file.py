@@ -17,7 +17,7 @@ from user.config.strict import ConfigError, from_mapping
 from user.deploy.commands import launches
 from user.deploy.deployment import load
 from user.deploy.respawn import NodeLife
-from user.deploy.ros_launch import prepare
+from user.deploy.ros_launch import prepare, rviz_command, uses_sim_clock
 from user.deploy.run_dir import bind
 from user.runtime.kinds import load_kind
 from user.runtime.runner import ENV_SHUTDOWN_DEADLINE
@@ -128,3 +128,12 @@ def test_a_non_utf8_deployment_fails_the_launch_in_one_line(tmp_path: Path) -> N
         prepare(str(path), str(tmp_path / "run"), False, [])
     assert str(err.value) == f"{path}: not UTF-8 text: byte 0xe9 at line 1 (offset 9); save the file as UTF-8"
     assert not (tmp_path / "run").exists()
+
+
+def test_rviz_runs_on_the_sim_clock_when_a_robot_publishes_it(tmp_path: Path) -> None:
+    _, default = prepare(str(REPO / "config" / "default.yaml"), str(tmp_path / "a"), False, [REPO / "config"])
+    _, talk = prepare(str(REPO / "config" / "talker_listener.yaml"), str(tmp_path / "b"), False, [REPO / "config"])
+    assert uses_sim_clock(default) and not uses_sim_clock(talk)
+    assert rviz_command("x.rviz", True) == ["rviz2", "-d", "x.rviz", "--ros-args", "-p", "use_sim_time:=true"]
+    assert rviz_command("x.rviz", False)[-1] == "use_sim_time:=false"
+    assert (REPO / "config" / "user.rviz").is_file()

@@ -177,3 +177,27 @@ def test_the_default_deployment_runs_on_rclpy(tmp_path: Path) -> None:
     assert "process has died" not in out, out[-5000:]
     assert out.count("process has finished cleanly") == 7, out[-5000:]
     assert (run_dir / "checkpoints" / "latest.pt").is_file()  # the learner's final checkpoint, within its allowance
+
+
+def test_rviz_true_opens_rviz2_with_the_installed_config(tmp_path: Path) -> None:
+    """`rviz:=true` runs rviz2 with share/user/config/user.rviz (an rviz2 on PATH that records its arguments
+    stands in: rviz2 itself is not installable here), on the wall clock for a deployment without /clock."""
+    fake = tmp_path / "bin" / "rviz2"
+    fake.parent.mkdir()
+    seen = tmp_path / "rviz2.args"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}\nsleep 60\n')
+    fake.chmod(0o755)
+    env = {**install_only_env(), "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+    config = tmp_path / "talk.yaml"
+    config.write_text("name: talk\nnodes:\n  - {name: talker, kind: talker}\n")
+    with launched(tmp_path / "launch.log", f"config:={config}", f"run_dir:={tmp_path / 'run'}", "rviz:=true",
+                  env=env) as run:  # fmt: skip
+        deadline = time.monotonic() + START_S
+        while not seen.exists() and time.monotonic() < deadline and run.proc.poll() is None:
+            time.sleep(0.2)
+        assert seen.exists(), run.output()
+        args = seen.read_text().split("\n")
+        assert args[0] == "-d" and args[1] == str(install_dir() / "share" / "user" / "config" / "user.rviz")
+        assert Path(args[1]).is_file()
+        assert "use_sim_time:=false" in args
+        run.stop()

@@ -76,6 +76,19 @@ class RosNodeLaunch:
         return f"{self.launch.name} did not report running within {self.launch.start_timeout_s:g} s; stopping it"
 
 
+SIM_CLOCK_TOPIC = "/clock"  # where ROS 2 nodes with use_sim_time read the time
+
+
+def uses_sim_clock(nodes: list[RosNodeLaunch]) -> bool:
+    """Whether a node of the deployment publishes the simulation time on /clock (rviz then runs on it)."""
+    return any(node.parameters.get("clock_topic") == SIM_CLOCK_TOPIC for node in nodes)
+
+
+def rviz_command(config: str, sim_time: bool) -> list[str]:
+    """The rviz2 command line the launch file runs for `rviz:=true`."""
+    return ["rviz2", "-d", config, "--ros-args", "-p", f"use_sim_time:={'true' if sim_time else 'false'}"]
+
+
 def ros_parameters(launch: NodeLaunch) -> dict[str, Any]:
     """The node's settings as typed ROS parameters (raises ConfigError on a bad setting)."""
     spec = load_kind(launch.kind).Params

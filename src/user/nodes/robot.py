@@ -8,7 +8,8 @@ Topics (prefix `namespace`, default `/<robot_id>`):
   congestion control the wrong choice on a busy link.
 - `action`, `intervention` (user/msg/Action, subscribed): policy actions and human overrides;
 - `transitions` (user/msg/Transition, RELIABLE): must arrive; `episode_events` (user/msg/EpisodeEvent, RELIABLE);
-- `joint_states` (sensor_msgs/JointState), `<camera>/image/compressed` (sensor_msgs/CompressedImage), BEST_EFFORT;
+- `joint_states` (sensor_msgs/JointState), `<camera>/image/compressed` (sensor_msgs/CompressedImage), BEST_EFFORT,
+  with `robot_description`, `/tf`, `<camera>/camera_info`, `markers` and `clock_topic` (`user.nodes.robot_view`);
 - `reset` service (user/srv/Reset); `/estop` (std_msgs/Bool, latched) for arms.
 
 The loop runs on its own thread, not a bus timer: bus timers run under the callback lock, and a control
@@ -41,7 +42,7 @@ from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor, from_robot
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
-from user.interfaces.stamps import header
+from user.nodes.robot_view import RobotView
 from user.rewards.human import PressMode
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
 from user.robot_loop.data_credit import CreditGate
@@ -90,6 +91,11 @@ class RobotNodeParams(DriverSpec):
     credit_topic: str = setting("/data_credit", "not real time: wait on the learner's credit here while ahead of "
                                 "its update-to-data ratio (real time: never); empty: never wait")  # fmt: skip
     embodiment_in_state: bool = setting(False, "append the embodiment id to the state (one policy, several arm types)")
+    clock_topic: str = setting("", "publish the robot's clock here each step (rosgraph_msgs/Clock; a simulated arm's "
+                               "is simulation time: set /clock and use_sim_time for rviz); empty = none")  # fmt: skip
+    world_position: tuple[float, float, float] = setting(
+        (0.0, 0.0, 0.0), "where rviz and Foxglove draw this robot's base in the `world` frame, m"
+    )
     human_reward_topic: str = setting(
         "",
         "an EPISODE_END press for this robot (or for every robot) on this topic (user/msg/HumanReward, e.g. the "
@@ -126,11 +132,16 @@ class RobotNode(Node):
         )
         seed = None if p.seed < 0 else p.seed
         ids = self._episode_ids()  # before the robot connects: an unreadable saved id stops the start here
-        self.loop = ControlLoop(self.robot, bundle.scorer, observer, self.gate, seed=seed, episode_ids=ids)
+        self.loop = ControlLoop(
+            self.robot, bundle.scorer, observer, self.gate, seed=seed, episode_ids=ids, clock_ns=self._clock_ns
+        )
         self._wait_s = min(p.action_timeout_s, 0.5 * period) if p.realtime else p.action_timeout_s
         self._pacer = DeadlinePacer(period) if p.realtime and p.driver == "gym" else None
         if not bundle.connects_over_bus:
             bundle.connect()
+        self.view = RobotView(
+            self, ns, self.robot, bundle.cameras, p.clock_topic, world_position=p.world_position
+        )  # joints, TF, images, markers
         self._pub_obs = self.create_publisher(f"{ns}/observation", "user/msg/Observation", BEST_EFFORT)
         self._pub_transition = self.create_publisher(f"{ns}/transitions", "user/msg/Transition", RELIABLE)
         self.outbox: EpisodeOutbox | None = None
@@ -145,11 +156,6 @@ class RobotNode(Node):
         if credit is not None:
             self.create_subscription(p.credit_topic, "user/msg/DataCredit", credit.on_message, BEST_EFFORT)
         self._pub_event = self.create_publisher(f"{ns}/episode_events", "user/msg/EpisodeEvent", RELIABLE)
-        self._pub_joints = self.create_publisher(f"{ns}/joint_states", "sensor_msgs/msg/JointState", BEST_EFFORT)
-        self._pub_images = {
-            cam: self.create_publisher(f"{ns}/{cam}/image/compressed", "sensor_msgs/msg/CompressedImage", BEST_EFFORT)
-            for cam in bundle.cameras
-        }
         self.create_subscription(f"{ns}/action", "user/msg/Action", self._on_action)
         self.create_subscription(f"{ns}/intervention", "user/msg/Action", self._on_intervention)
         if p.human_reward_topic:
@@ -356,33 +362,16 @@ class RobotNode(Node):
             self._publish_events([result.ended])
         if result.ended is None or not self.params.auto_reset:
             self._pub_obs.publish(observation_to_msg(result.observation, self.codec))
-        self._publish_joints()
-        for img in result.observation.images:
-            pub = self._pub_images.get(img.camera)
-            if pub is not None:
-                pub.publish(self._compressed(img.camera, img.format, img.data, img.stamp_ns))
+        self.view.publish(result)
 
     def _publish_events(self, events: list[EpisodeEvent]) -> None:
         for event in events:
             self._pub_event.publish(episode_event_to_msg(event, self.codec))
 
-    def _publish_joints(self) -> None:
-        state = self.robot.state()
-        q = np.asarray(state.joint_positions, dtype=np.float64)
-        self._pub_joints.publish(
-            self.codec.msg_class("sensor_msgs/msg/JointState")(
-                header=header(time.time_ns(), "base", self.codec),
-                name=[f"joint{i + 1}" for i in range(q.size)],
-                position=q,
-                velocity=np.asarray(state.joint_velocities, dtype=np.float64),
-                effort=np.zeros(0, np.float64),
-            )
-        )
-
-    def _compressed(self, camera: str, fmt: str, data: bytes, stamp_ns: int) -> Any:
-        return self.codec.msg_class("sensor_msgs/msg/CompressedImage")(
-            header=header(stamp_ns, camera, self.codec), format=fmt, data=np.frombuffer(data, dtype=np.uint8)
-        )
+    def _clock_ns(self) -> int:
+        """Stamps of episode events: the robot's clock (simulation time for a simulated arm)."""
+        view = getattr(self, "view", None)  # an episode starts only after the view exists
+        return view.clock_ns() if view is not None else time.time_ns()
 
     def destroy(self) -> None:
         self._stop.set()

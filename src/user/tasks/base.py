@@ -137,6 +137,12 @@ class Task(ABC):
         del arm, state
         return False
 
+    def success_region(self, state: TaskState) -> tuple[Vec, Vec] | None:
+        """Where success is reached, as a box (centre, half extents; base frame) to draw, or None when the
+        task's success is not a place (a button press, a grasp)."""
+        del state
+        return None
+
     @abstractmethod
     def observation_extras(self, state: TaskState) -> dict[str, npt.NDArray[np.float32]]:
         """Task inputs a policy may see besides the arm state and cameras (e.g. a one-hot goal)."""

@@ -158,6 +158,14 @@ class PegInsertion(Task):
         inside = bool(np.all(np.abs(tip[:2] - hole[:2]) <= self.config.peg_side / 2 + self.config.clearance))
         return inside and float(tip[2]) <= float(hole[2]) - self.config.success_depth
 
+    def success_region(self, state: TaskState) -> tuple[Vec, Vec]:
+        """The peg tip's success box: within the hole's side (plus clearance) in x and y, `success_depth` below
+        the rim or deeper (drawn 1 cm deep)."""
+        hole = np.asarray(state.values["hole_top"], dtype=np.float64)
+        half_side = self.config.peg_side / 2 + self.config.clearance
+        top = hole[2] - self.config.success_depth
+        return np.array([hole[0], hole[1], top - 0.005]), np.array([half_side, half_side, 0.005])
+
     def observation_extras(self, state: TaskState) -> dict[str, npt.NDArray[np.float32]]:
         offset = np.asarray(state.values["tool_to_hole"]) * self.config.observation_scale
         return {"tool_to_hole": offset.astype(np.float32)}
