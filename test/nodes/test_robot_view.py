@@ -20,8 +20,10 @@ from test.sim.test_kinematics import compose
 from user.bus.base import BEST_EFFORT, LATCHED, RELIABLE
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.stamps import from_time
+from user.nodes import robot_view
 from user.nodes.expert import ExpertNode
 from user.nodes.robot import RobotNode
+from user.runtime.diagnostics import ERROR, OK, WARN, Status
 from user.runtime.node import Node
 from user.sim.kinematics import LinkTransform
 from user.sim.urdf import TCP_LINK
@@ -36,7 +38,10 @@ class Heard:
         self.lock = threading.Lock()
         self.msgs: dict[str, list[Any]] = defaultdict(list)
         for topic, (typename, qos) in topics.items():
-            probe.create_subscription(topic, typename, lambda m, t=topic: self._on(t, m), qos)
+            probe.create_subscription(topic, typename, self._handler(topic), qos)
+
+    def _handler(self, topic: str) -> Callable[[Any], None]:
+        return lambda msg: self._on(topic, msg)
 
     def _on(self, topic: str, msg: Any) -> None:
         with self.lock:
@@ -124,3 +129,36 @@ def test_sim_robot_publishes_description_tf_cameras_markers_on_the_sim_clock(
     stamps += list(tf_at)
     wall = time.time_ns()
     assert stamps and all(0 <= s <= clocks[-1] for s in stamps), (min(stamps), max(stamps), clocks[-1], wall)
+
+
+def test_robot_diagnostics_report_stepping_a_dead_camera_and_the_e_stop(
+    make_bus: Callable[..., ZenohBus], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(robot_view, "CAMERA_STALE_S", 0.5)
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    probe = Node(make_bus("probe"))
+    params = {"robot_id": robot, "task": "peg_insertion", "privileged_state": True, "cameras": True,
+              "max_steps": 400, "action_timeout_s": 5.0, "estop_topic": f"/{robot}/estop"}  # fmt: skip
+    node = RobotNode(make_bus("robot", params))
+
+    def by_name() -> dict[str, Status]:
+        return {s.name: s for s in node.diagnostics()}
+
+    assert by_name()[f"{robot}: robot"].level == WARN  # no step yet
+    expert = ExpertNode(make_bus("expert", {"robot_id": robot, "task": "peg_insertion"}))
+    try:
+        assert wait_until(lambda: by_name()[f"{robot}: robot"].message == "stepping", 30.0), by_name()
+        assert wait_until(lambda: by_name()[f"{robot}: camera wrist"].message == "alive", 10.0), by_name()
+        assert by_name()[f"{node.name}: node"].level == OK
+        node.robot.cameras.submit = lambda *args: None  # type: ignore[attr-defined]  # the renderer gets no new state: frames go stale
+        wrist = f"{robot}: camera wrist"
+        assert wait_until(lambda: by_name()[wrist].level == ERROR, 10.0), by_name()[wrist]
+        assert "no new frame" in by_name()[wrist].message
+        estop = probe.create_publisher(f"/{robot}/estop", "std_msgs/msg/Bool", LATCHED)
+        estop.publish(probe.codec.msg_class("std_msgs/msg/Bool")(data=True))
+        arm = f"{robot}: robot"
+        assert wait_until(lambda: by_name()[arm].level == ERROR, 10.0), by_name()[arm]
+        assert "e-stop latched" in by_name()[arm].message
+    finally:
+        expert.destroy()
+        node.destroy()

@@ -3,6 +3,8 @@ lands where the simulator's tool site is for the same joint positions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import mujoco
 import numpy as np
 import pytest
@@ -33,7 +35,7 @@ def compose(transforms: list[LinkTransform], root: str, child: str) -> tuple[np.
 
 
 @pytest.mark.parametrize("make", [fr3_model, arx_model], ids=["fr3", "arx_l5"])
-def test_tcp_from_the_chain_matches_the_simulated_site(make: type[ArmModel]) -> None:
+def test_tcp_from_the_chain_matches_the_simulated_site(make: Callable[[], ArmModel]) -> None:
     arm = make()
     kin = ArmKinematics(arm)
     model = arm.build().compile()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -20,7 +21,7 @@ ARMS = [pytest.param(fr3_model, id="fr3"), pytest.param(arx_model, id="arx_l5")]
 
 
 @pytest.mark.parametrize("make", ARMS)
-def test_urdf_parses_with_urdfdom(make: type[ArmModel], tmp_path: Path) -> None:
+def test_urdf_parses_with_urdfdom(make: Callable[[], ArmModel], tmp_path: Path) -> None:
     check = shutil.which("check_urdf")
     assert check, "check_urdf (Debian liburdfdom-tools) is not installed: scripts/install --ros installs it"
     path = tmp_path / "arm.urdf"
@@ -31,7 +32,7 @@ def test_urdf_parses_with_urdfdom(make: type[ArmModel], tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("make", ARMS)
-def test_one_tree_from_the_root_to_the_tool_and_the_joint_states_names(make: type[ArmModel]) -> None:
+def test_one_tree_from_the_root_to_the_tool_and_the_joint_states_names(make: Callable[[], ArmModel]) -> None:
     arm = make()
     robot = ET.fromstring(arm_urdf(arm))
     links = {link.get("name") for link in robot.findall("link")}

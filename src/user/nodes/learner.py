@@ -55,8 +55,10 @@ from user.interfaces.validate import InvalidMessageError, check_episode_event, c
 from user.learner.config import LearningConfig, PacingConfig
 from user.learner.data_credit import DataCredit
 from user.learner.device import DEVICE_HELP
+from user.learner.health import LearnerHealth
 from user.learner.session import LearningSession, SessionConfig
 from user.learner.stop_after import StopAfter
+from user.runtime.diagnostics import Status
 from user.runtime.node import Node
 from user.sync.chunking import DTYPES
 from user.sync.publisher import WeightPublisher
@@ -141,6 +143,7 @@ class LearnerNode(Node):
             ),
             self.log,
         )
+        self.health = LearnerHealth(self.name, self.session)  # /diagnostics: training idle or not, the disk
         self.publisher = self._weight_publisher(p)
         self._stats_pub = self.create_publisher(p.stats_topic, "user/msg/TrainingStats", RELIABLE)
         self._started = time.monotonic()  # stop_after.wall_time_s counts from here
@@ -378,6 +381,9 @@ class LearnerNode(Node):
             bytes_on_disk=info.bytes_on_disk,
             success_rate=info.success_rate,
         )
+
+    def diagnostics(self) -> list[Status]:
+        return [*super().diagnostics(), *self.health.statuses()]
 
     def destroy(self) -> None:
         if self.session.stopped:

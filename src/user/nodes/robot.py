@@ -56,6 +56,7 @@ from user.robot_loop.reset_requests import ResetRequests
 from user.robots.arm import ArmRobot, EStopError
 from user.robots.estop import ESTOP_TOPIC, EStopTopic
 from user.robots.pacing import DeadlinePacer
+from user.runtime.diagnostics import Status
 from user.runtime.node import Node
 
 JOIN_TIMEOUT_S = 3.0
@@ -372,6 +373,10 @@ class RobotNode(Node):
         """Stamps of episode events: the robot's clock (simulation time for a simulated arm)."""
         view = getattr(self, "view", None)  # an episode starts only after the view exists
         return view.clock_ns() if view is not None else time.time_ns()
+
+    def diagnostics(self) -> list[Status]:
+        """The node, its arm (e-stop, holding, stepping) and cameras (`RobotView.diagnostics`)."""
+        return [*super().diagnostics(), *self.view.diagnostics()]
 
     def destroy(self) -> None:
         self._stop.set()

@@ -20,6 +20,7 @@ a real one. A robot without an arm model (a gym env) gets joint states named `jo
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -28,12 +29,15 @@ from user.bus.base import BEST_EFFORT, LATCHED, RELIABLE
 from user.interfaces.stamps import header, to_time
 from user.robot_loop.control_loop import TickResult
 from user.robots.base import ArmState
+from user.runtime.diagnostics import ERROR, OK, WARN, Status
 from user.runtime.node import Node
 
 _log = logging.getLogger(__name__)
 
 WORLD_FRAME = "world"
 DESCRIPTION_PERIOD_S = 5.0  # the description is latched; re-sent now and then for bridges that drop latching
+CAMERA_STALE_S = 2.0  # a camera whose images stopped this long ago is reported dead (ERROR)
+STEP_STALE_S = 5.0  # a robot that has not stepped for this long is reported waiting (WARN)
 
 
 class RobotView:
@@ -51,6 +55,14 @@ class RobotView:
     ) -> None:
         self.node, self.robot, self.codec = node, robot, node.codec
         self.world_position = np.asarray(world_position, dtype=np.float64)
+        self._started = time.monotonic()
+        self._first_step: float | None = None  # monotonic time of the first published step
+        self._last_step: float | None = None  # monotonic time of the last published step
+        self._last_held = False
+        self._steps = self._held_steps = 0
+        self._camera_seen: dict[str, float] = {}  # camera -> monotonic time its image last changed (a new frame)
+        self._camera_stamp: dict[str, int] = {}  # camera -> the stamp of its last image
+        self._camera_images: dict[str, int] = dict.fromkeys(cameras, 0)
         self.prefix = f"{robot.descriptor.robot_id}/"
         self.sim = _sim_of(robot)
         self.arm = self.sim.arm if self.sim is not None else _real_arm_model(robot)
@@ -91,6 +103,12 @@ class RobotView:
 
     def publish(self, result: TickResult) -> None:
         """Everything for one control period (called on the control thread after the step)."""
+        now = time.monotonic()
+        self._last_step, self._last_held = now, result.held
+        if self._first_step is None:
+            self._first_step = now
+        self._steps += 1
+        self._held_steps += int(result.held)
         state = self.robot.state()
         stamp = int(state.stamp_ns) if isinstance(state, ArmState) else self.clock_ns()
         if self._clock is not None:
@@ -102,6 +120,9 @@ class RobotView:
             pub = self._images.get(img.camera)
             if pub is None:
                 continue
+            if self._camera_stamp.get(img.camera) != img.stamp_ns:  # a camera that died leaves its last frame
+                self._camera_seen[img.camera], self._camera_stamp[img.camera] = now, img.stamp_ns
+                self._camera_images[img.camera] += 1
             frame = self._camera_frame(img.camera)
             pub.publish(
                 self.codec.msg_class("sensor_msgs/msg/CompressedImage")(
@@ -115,6 +136,36 @@ class RobotView:
                 self._infos[img.camera].publish(info)
         if self._markers is not None:
             self._markers.publish(self.marker_builder.markers(result, stamp))
+
+    def diagnostics(self) -> list[Status]:
+        """The arm (e-stop, holding, stepping) and each camera (images arriving or not), for `/diagnostics`."""
+        rid, now = self.robot.descriptor.robot_id, time.monotonic()
+        values = {"steps": self._steps, "held_steps": self._held_steps}
+        if getattr(self.robot, "estopped", False):
+            arm = Status(f"{rid}: robot", ERROR, f"e-stop latched: {self.robot.estop_reason}", values, rid)
+        elif self._last_step is None or now - self._last_step > STEP_STALE_S:
+            since = now - (self._last_step if self._last_step is not None else self._started)
+            arm = Status(
+                f"{rid}: robot", WARN, f"not stepping for {since:.0f} s (waiting for actions or a reset)", values, rid
+            )
+        elif self._last_held:
+            arm = Status(f"{rid}: robot", WARN, "holding (no fresh action, or a safety limit)", values, rid)
+        else:
+            arm = Status(f"{rid}: robot", OK, "stepping", values, rid)
+        return [arm, *(self._camera_status(rid, cam, now) for cam in self._camera_images)]
+
+    def _camera_status(self, rid: str, camera: str, now: float) -> Status:
+        name, values = f"{rid}: camera {camera}", {"images": self._camera_images[camera]}
+        seen = self._camera_seen.get(camera)
+        if seen is None:
+            if self._first_step is None or now - self._first_step <= CAMERA_STALE_S:
+                return Status(name, OK, "waiting for the first image", values, camera)
+            return Status(name, ERROR, f"no image in {now - self._first_step:.1f} s of stepping: dead?", values, camera)
+        if now - seen > CAMERA_STALE_S and self._last_step is not None and self._last_step > seen:
+            return Status(
+                name, ERROR, f"no new frame for {now - seen:.1f} s while the robot steps: dead?", values, camera
+            )
+        return Status(name, OK, "alive", values, camera)
 
     def _publish_description(self) -> None:
         from user.sim.urdf import arm_urdf

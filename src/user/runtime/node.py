@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from user.bus.base import RELIABLE, Bus, Handle, QoS, RawPublisher
 from user.interfaces.codec import Codec, DecodeError, default_codec
+from user.runtime.diagnostics import ERROR, OK, WARN, Status
 
 P = TypeVar("P")
 
@@ -122,6 +123,16 @@ class Node:
         """Call a service and return its decoded response. Raises `ServiceError`/`ServiceTimeoutError`."""
         payload = self.codec.encode(request, f"{srv_type}_Request")
         return self.codec.decode(self.bus.call_service(name, srv_type, payload, timeout_s), f"{srv_type}_Response")
+
+    def diagnostics(self) -> list[Status]:
+        """How this node is, for `/diagnostics` (`user.runtime.diagnostics`): its own line; node kinds add the
+        state of what they own (a robot's arm and cameras, the learner's training and buffer)."""
+        values = {"kind": type(self).__name__, "malformed_messages": self.malformed_messages}
+        if self.failure is not None:
+            return [Status(f"{self.name}: node", ERROR, f"failed: {self.failure}", values)]
+        if self.malformed_messages:
+            return [Status(f"{self.name}: node", WARN, f"dropped {self.malformed_messages} malformed messages", values)]
+        return [Status(f"{self.name}: node", OK, "running", values)]
 
     def destroy(self) -> None:
         """Release devices and resources. The runtime closes the bus afterwards."""

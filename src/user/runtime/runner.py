@@ -24,7 +24,9 @@ from user.bus.base import Bus, BusError
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings
 from user.config.strict import ConfigError
+from user.runtime.diagnostics import DiagnosticsPublisher, period_from_env
 from user.runtime.kinds import UnknownNodeKindError, load_kind
+from user.runtime.node import Node
 from user.runtime.status import (
     COMPLETE,
     CONFIG_ERROR,
@@ -142,6 +144,16 @@ def _stopped_while_starting(name: str, stop: StopSignal, close: Callable[[], Non
     return EXIT_OK
 
 
+def _diagnostics(node: Node) -> DiagnosticsPublisher | None:
+    """The node's `/diagnostics` publisher (None when `USER_DIAGNOSTICS_PERIOD_S` is 0, or unusable: logged)."""
+    try:
+        period = period_from_env()
+    except ValueError as exc:
+        _log.error("no /diagnostics from node %s: %s", node.name, exc)
+        return None
+    return DiagnosticsPublisher(node, period) if period > 0 else None
+
+
 def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopSignal) -> int:
     """Make node `kind` on `bus`, run it until `stop`, then destroy it within the shutdown deadline.
 
@@ -159,6 +171,7 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
         _log.exception("node %s failed while starting", name)
         return refuse_start(name, _FAILED, f"{type(exc).__name__}: {exc}", stop, close)
     node.request_stop = stop.event.set
+    diagnostics = _diagnostics(node)
     write_status(RUNNING)
     _log.info("node %s (%s) running", name, kind)
     stop.wait()
@@ -171,6 +184,8 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
     )
     _log.info("node %s shutting down (%s)", name, why)
     try:
+        if diagnostics is not None:
+            diagnostics.close()
         node.destroy()
     finally:
         try:
