@@ -3,19 +3,29 @@
 Any publisher of that type and topic is treated the same by its consumers; this node maps three keys:
 `success_key` ends the episode as a success (MODE_EPISODE_END, reward `success_reward`), `failure_key`
 ends it as a failure (MODE_EPISODE_END, reward 0), `step_key` gives `step_reward` for the current step
-(MODE_STEP). The header stamp is the press time, so consumers attach it to the right step. Sources:
-`evdev` (a Linux input device path) or `scripted` (key presses at given times, for tests).
+(MODE_STEP). Sources: `evdev` (a Linux input device path, held exclusively with `grab` so a keyboard-type
+pedal does not also type into the focused window), `keyboard` (single characters typed in a terminal, without
+Enter: `success_char`, `failure_char` and `step_char` stand for the three keys) or `scripted` (key presses at
+given times, for tests).
+
+The header stamp says when the key was pressed, so consumers attach it to the step it was pressed in. It is
+the wall clock, what a real robot stamps its steps with, unless `clock_topic` is set (e.g. /clock): then it
+is the latest rosgraph_msgs/Clock time heard there, the time of a simulated robot, and a press before any
+clock message is dropped with a warning (counted in `presses_without_clock`), never sent with a wall stamp.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from user.bus.base import RELIABLE, Bus
+from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
-from user.interfaces.stamps import header
+from user.interfaces.refusals import Refusals
+from user.interfaces.stamps import from_time, header
 from user.robot_loop.devices import DeviceError, EvdevPedal, PedalPress, PedalSource, ScriptedPedal
+from user.robot_loop.pedal_sources import KeyboardPedal
 from user.runtime.node import Node
 
 MODE_STEP = 0  # user/msg/HumanReward MODE_STEP
@@ -24,11 +34,42 @@ MODE_EPISODE_END = 1  # user/msg/HumanReward MODE_EPISODE_END
 
 @dataclass
 class PedalParams:
-    source: Literal["evdev", "scripted"] = setting("evdev", "evdev: a Linux input device; scripted: timed presses")
+    source: Literal["evdev", "keyboard", "scripted"] = setting(
+        "evdev", "evdev: a Linux input device; keyboard: characters typed in a terminal; scripted: timed presses"
+    )
     device_path: str = setting("/dev/input/event0", "evdev: the pedal's input device", when=("source", "evdev"))
+    grab: bool = setting(
+        True,
+        "evdev: hold the device exclusively while the node runs (its presses reach no other program; "
+        "a device another process holds is a start-up error)",
+        when=("source", "evdev"),
+    )
+    tty_path: str = setting(
+        "/dev/tty", "keyboard: the terminal read (/dev/tty: the node's own)", when=("source", "keyboard")
+    )
+    success_char: str = setting(
+        "s",
+        "keyboard: the character that presses success_key (one character, or space/enter/tab)",
+        when=("source", "keyboard"),
+    )
+    failure_char: str = setting(
+        "f",
+        "keyboard: the character that presses failure_key (one character, or space/enter/tab)",
+        when=("source", "keyboard"),
+    )
+    step_char: str = setting(
+        "space",
+        "keyboard: the character that presses step_key (one character, or space/enter/tab)",
+        when=("source", "keyboard"),
+    )
     name: str = setting("pedal0", "device name written into the messages")
     robot_id: str = setting("", "robot the rewards are for; empty = the only robot / all robots")
     topic: str = setting("/human_reward", "human reward topic")
+    clock_topic: str = setting(
+        "",
+        "rosgraph_msgs/Clock topic whose latest time stamps the presses (e.g. /clock for a simulated robot); "
+        "empty: the wall clock",
+    )
     success_key: str = setting("KEY_A", "key that ends the episode as a success")
     failure_key: str = setting("KEY_C", "key that ends the episode as a failure")
     step_key: str = setting("KEY_B", "key that rewards the current step")
@@ -40,6 +81,16 @@ class PedalParams:
     )
 
 
+def open_source(p: PedalParams) -> PedalSource:
+    """The pedal source `p` selects; a device that cannot be opened is a `DeviceError` saying why."""
+    if p.source == "scripted":
+        return ScriptedPedal(p.scripted_presses)
+    if p.source == "keyboard":
+        keys = [(p.success_char, p.success_key), (p.failure_char, p.failure_key), (p.step_char, p.step_key)]
+        return KeyboardPedal(p.tty_path, keys)
+    return EvdevPedal(p.device_path, grab=p.grab)
+
+
 class PedalNode(Node):
     """Reads the pedal on a timer (never blocking) and publishes one HumanReward per mapped press."""
 
@@ -49,18 +100,26 @@ class PedalNode(Node):
         super().__init__(bus)
         p = self.params = self.declare_parameters(PedalParams)
         try:
-            if source is not None:
-                self.source = source
-            elif p.source == "scripted":
-                self.source = ScriptedPedal(p.scripted_presses)
-            else:
-                self.source = EvdevPedal(p.device_path)
+            self.source = source if source is not None else open_source(p)
         except DeviceError as exc:
             raise ConfigError(str(exc)) from exc
         self._msg = self.codec.msg_class("user/msg/HumanReward")
         self._pub = self.create_publisher(p.topic, "user/msg/HumanReward", RELIABLE)
         self.published = 0
+        self.clock_ns: int | None = None  # the latest time heard on `clock_topic`
+        self.presses_without_clock = 0  # presses dropped because no clock time was heard yet
+        self.refused = Refusals(self.log, level=logging.WARNING)
+        if p.clock_topic:
+            # best effort matches every /clock publisher (rclpy's own time source subscribes the same way)
+            self.create_subscription(p.clock_topic, "rosgraph_msgs/msg/Clock", self._on_clock, BEST_EFFORT)
         self.create_timer(1.0 / p.poll_hz, self._tick)
+
+    def _on_clock(self, msg: Any) -> None:
+        ns = from_time(msg.clock)
+        if ns < 0:
+            self.refused.refuse("negative clock", f"the clock time {ns} ns on {self.params.clock_topic}: not used")
+            return
+        self.clock_ns = ns
 
     def _tick(self) -> None:
         try:
@@ -70,6 +129,22 @@ class PedalNode(Node):
             return
         for press in presses:
             self._publish(press)
+
+    def _stamp_ns(self, press: PedalPress) -> int | None:
+        """The stamp a press is sent with: its own (wall clock), or the latest clock time; None when none came yet."""
+        p = self.params
+        if not p.clock_topic:
+            return press.stamp_ns
+        clock_ns = self.clock_ns
+        if clock_ns is None:
+            self.presses_without_clock += 1
+            self.log.warning(
+                "%s: %s pressed before any time was heard on %s: dropped (is the simulation publishing its clock?)",
+                p.name,
+                press.key,
+                p.clock_topic,
+            )
+        return clock_ns
 
     def _publish(self, press: PedalPress) -> None:
         p = self.params
@@ -81,10 +156,13 @@ class PedalNode(Node):
         if press.key not in mapping:
             self.log.debug("ignoring key %s", press.key)
             return
+        stamp_ns = self._stamp_ns(press)
+        if stamp_ns is None:
+            return
         reward, mode, success = mapping[press.key]
         self._pub.publish(
             self._msg(
-                header=header(press.stamp_ns, "", self.codec),
+                header=header(stamp_ns, "", self.codec),
                 robot_id=p.robot_id,
                 source=p.name,
                 reward=float(reward),

@@ -1,4 +1,5 @@
-"""Human input devices (ROS-free): teleoperation devices and foot pedals, each with a scripted stand-in.
+"""Human input devices (ROS-free): teleoperation devices and foot pedals, each with a scripted stand-in (a
+terminal used as a pedal, the `keyboard` source, is in `pedal_sources`).
 
 Hardware libraries are imported only when a real device is opened, with an error naming the pip package
 (and the device path) when they are missing, so nodes that use the scripted devices need neither.
@@ -12,6 +13,7 @@ device that cannot be read at all raises `DeviceError`, never another exception.
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import time
@@ -145,13 +147,16 @@ class ScriptedPedal:
 
 
 class EvdevPedal:
-    """A Linux input device (USB foot pedal) read through evdev, without blocking."""
+    """A Linux input device (USB foot pedal) read through evdev, without blocking.
 
-    def __init__(self, path: str) -> None:
+    With `grab` (the default) the device is held exclusively (EVIOCGRAB) while it is open, so a pedal that is a
+    keyboard to the system does not also type into the focused window; `close` releases it."""
+
+    def __init__(self, path: str, grab: bool = True) -> None:
         try:
             import evdev
         except ImportError as exc:
-            raise DeviceError(f"the foot pedal at {path} needs the evdev package: pip install evdev") from exc
+            raise DeviceError(f"the foot pedal at {path} needs the evdev package: pip install 'user[pedal]'") from exc
         try:
             self._device: Any = evdev.InputDevice(path)
         except OSError as exc:
@@ -159,6 +164,23 @@ class EvdevPedal:
         self._ecodes: Any = evdev.ecodes
         self.path = path
         self.refused = Refusals(_log, level=logging.WARNING)
+        self.grabbed = False
+        if grab:
+            self._grab()
+
+    def _grab(self) -> None:
+        """Hold the device exclusively; a device another process holds is a `DeviceError` naming the path."""
+        try:
+            self._device.grab()
+        except OSError as exc:
+            self._device.close()
+            if exc.errno == errno.EBUSY:
+                raise DeviceError(
+                    f"the foot pedal at {self.path} is grabbed by another process (EBUSY): stop the process "
+                    "that holds it (another pedal node, `evtest --grab`) and start again"
+                ) from exc
+            raise DeviceError(f"cannot grab the foot pedal at {self.path}: {exc.strerror or exc}") from exc
+        self.grabbed = True
 
     def poll(self) -> list[PedalPress]:
         presses: list[PedalPress] = []
@@ -194,4 +216,11 @@ class EvdevPedal:
         return int(stamp)
 
     def close(self) -> None:
+        """Release the grab (a device already gone cannot be released: nothing to do) and close the device."""
+        if self.grabbed:
+            self.grabbed = False
+            try:
+                self._device.ungrab()
+            except OSError as exc:
+                _log.debug("releasing the foot pedal at %s: %s", self.path, exc.strerror or exc)
         self._device.close()
