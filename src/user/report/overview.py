@@ -1,0 +1,65 @@
+"""A loaded run and what is computed from it, and the run's key figures in words (the HTML page's overview and
+the PNG summary's header show the same ones)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from user.report.run_dir import RunData
+from user.report.series import Curves, RobotRates, Timing, curves, robot_rates, timing
+
+
+@dataclass(frozen=True)
+class ReportData:
+    run: RunData
+    curves: Curves
+    rates: list[RobotRates]
+    timing: Timing
+
+
+def report_data(run: RunData) -> ReportData:
+    return ReportData(run, curves(run.episodes.rows), robot_rates(run.episodes.rows),
+                      timing(run.progress.rows, run.run_start))  # fmt: skip
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def mib(size: int) -> str:
+    return f"{size / (1024 * 1024):.2f} MiB"
+
+
+def _duration(data: ReportData) -> str:
+    ends = [r.elapsed_s for r in data.run.episodes.rows] + data.timing.seconds
+    return f"{max(ends):.1f} s" if ends else "-"
+
+
+def key_figures(data: ReportData) -> list[tuple[str, str]]:
+    """(label, value) pairs; '-' where the run did not record the figure."""
+    rates = data.rates
+    online = sum(r.online_episodes for r in rates)
+    successes = sum(r.online_successes for r in rates)
+    steps = sum(r.online_steps for r in rates)
+    intervened = sum(r.intervened_steps for r in rates)
+    t = data.timing
+    idle = [f for _, f in t.idle_recorded]
+    ratio = t.updates_per_step
+    buffer = data.run.buffer
+    return [
+        ("run", data.run.name),
+        ("duration (learner's records)", _duration(data)),
+        ("robots", ", ".join(r.robot_id for r in rates) or "-"),
+        ("episodes", f"{online} online, {sum(r.demo_episodes for r in rates)} demonstrations"),
+        ("online success rate", percent(successes / online if online else None)),
+        ("intervened online steps", percent(intervened / steps if steps else None)),
+        ("transitions received", str(t.env_steps[-1]) if t.env_steps else "-"),
+        ("gradient steps", str(t.gradient_steps[-1]) if t.gradient_steps else "-"),
+        ("gradient steps per transition", "-" if ratio is None else f"{ratio:.2f}"),
+        ("policy version", str(t.policy_version[-1]) if t.policy_version else "-"),
+        ("learner idle (mean of rows)", percent(sum(idle) / len(idle) if idle else None)),
+        (
+            "buffer",
+            "-" if buffer is None else f"{buffer.info.transitions} transitions, {mib(buffer.info.bytes_on_disk)}",
+        ),
+    ]

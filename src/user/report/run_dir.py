@@ -1,0 +1,153 @@
+"""A run directory (what `user bringup --run-dir` and the learner write) loaded into typed data for the report.
+
+Every piece is optional: a run that crashed early has no progress rows, a learner-less deployment has no buffer.
+What is missing or cannot be read becomes one line in `RunData.notes` that the report shows; only a path that is
+not a run directory at all raises (NotARunDirectoryError, naming what was expected)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from user.buffer.errors import BufferError
+from user.report.buffer_summary import BufferSummary, load_buffer
+from user.report.errors import NotARunDirectoryError
+from user.report.tables import EpisodeRow, ProgressRow, Table, read_episodes, read_progress
+from user.runtime.status import read_status
+
+_log = logging.getLogger("user.report")
+
+DEPLOYMENT = "deployment.yaml"
+# A run directory holds at least one of these (bringup writes deployment.yaml and logs/, the learner the rest)
+RUN_MARKERS = (DEPLOYMENT, "episodes.csv", "progress.csv", "logs", "buffer", "checkpoints")
+MAX_CONFIG_BYTES = 1_000_000  # a deployment file larger than this is shown cut
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node's last status line (logs/<node>.status): starting, running, config-error, failed or complete."""
+
+    name: str
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FileSize:
+    name: str
+    size: int  # bytes
+
+
+@dataclass
+class RunData:
+    path: Path
+    episodes: Table[EpisodeRow]
+    progress: Table[ProgressRow]
+    config_text: str | None = None  # deployment.yaml as written
+    buffer: BufferSummary | None = None
+    nodes: list[NodeState] = field(default_factory=list)
+    checkpoints: list[FileSize] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what is missing or unreadable, one line each
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def run_start(self) -> float | None:
+        """The run's start (epoch s): as the learner counts it, its first progress row less its elapsed time."""
+        if self.progress.rows:
+            first = self.progress.rows[0]
+            return first.wall_time - first.elapsed_s
+        if self.episodes.rows:
+            first_episode = self.episodes.rows[0]
+            return first_episode.wall_time - first_episode.elapsed_s
+        return None
+
+
+def check_run_dir(path: Path) -> None:
+    """NotARunDirectoryError unless `path` is a directory holding at least one of a run's files."""
+    if not path.exists():
+        raise NotARunDirectoryError(f"{path}: no such directory (expected a run directory of `user bringup`)")
+    if not path.is_dir():
+        raise NotARunDirectoryError(f"{path}: not a directory (expected a run directory of `user bringup`)")
+    if not any((path / marker).exists() for marker in RUN_MARKERS):
+        raise NotARunDirectoryError(
+            f"{path}: not a run directory: expected at least one of {', '.join(RUN_MARKERS)} in it "
+            "(as `user bringup --run-dir` writes)"
+        )
+
+
+def load_run(path: Path) -> RunData:
+    """Everything the report shows of the run directory at `path`."""
+    check_run_dir(path)
+    run = RunData(path, read_episodes(path), read_progress(path))
+    for table, what in ((run.episodes, "episode"), (run.progress, "learner progress")):
+        if not table.present:
+            run.notes.append(f"{table.path.name} is missing: no {what} rows (did the learner start?)")
+        elif not table.rows and not table.problems:
+            run.notes.append(f"{table.path.name} has no rows yet: no {what} was recorded")
+        run.notes.extend(table.problems)
+    run.config_text = _config_text(path / DEPLOYMENT, run.notes)
+    run.buffer = _buffer(path / "buffer", run.notes)
+    run.nodes = _nodes(path / "logs", run.notes)
+    run.checkpoints = _checkpoints(path / "checkpoints", run.notes)
+    return run
+
+
+def _config_text(path: Path, notes: list[str]) -> str | None:
+    if not path.is_file():
+        notes.append(f"{path.name} is missing: the run's configuration cannot be shown")
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        notes.append(f"{path.name} cannot be read: {exc}")
+        return None
+    if len(text) > MAX_CONFIG_BYTES:
+        notes.append(f"{path.name} is larger than {MAX_CONFIG_BYTES} bytes: shown cut")
+        return text[:MAX_CONFIG_BYTES]
+    return text
+
+
+def _buffer(path: Path, notes: list[str]) -> BufferSummary | None:
+    if not path.is_dir():
+        notes.append("no buffer/ directory: the buffer's composition cannot be shown")
+        return None
+    try:
+        return load_buffer(path)
+    except (BufferError, OSError) as exc:
+        _log.debug("buffer %s not read", path, exc_info=True)
+        notes.append(f"the buffer cannot be read: {exc}")
+        return None
+
+
+def _nodes(logs: Path, notes: list[str]) -> list[NodeState]:
+    if not logs.is_dir():
+        notes.append("no logs/ directory: the nodes' states are unknown")
+        return []
+    nodes = []
+    for path in sorted(logs.glob("*.status")):
+        status = read_status(path)
+        if status is None:
+            nodes.append(NodeState(path.stem, "unknown", f"{path.name} holds no status line"))
+        else:
+            nodes.append(NodeState(path.stem, status.state, status.reason))
+    if not nodes:
+        notes.append("logs/ holds no *.status file: the nodes' states are unknown")
+    return nodes
+
+
+def _checkpoints(path: Path, notes: list[str]) -> list[FileSize]:
+    if not path.is_dir():
+        notes.append("no checkpoints/ directory: the learner saved no checkpoint")
+        return []
+    found = []
+    for file in sorted(path.iterdir()):
+        try:
+            found.append(FileSize(file.name, file.stat().st_size))
+        except OSError:
+            continue  # removed while listing (the learner replaces latest.pt)
+    return found

@@ -1,0 +1,129 @@
+"""What the report draws and tabulates, computed from a run's typed rows (no plotting here).
+
+- the learning curves: mean return and success rate over each robot's latest online episodes and over all robots'
+  (the same windows as learning_curve.png and the monitor, `user.buffer.episode_window`), at each online episode;
+- per robot: success and intervention rates of its online episodes;
+- the learner's pipeline over time: gradient steps per second, idle fraction, policy version, from progress.csv.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from user.buffer.episode_window import RECENT_EPISODES, EpisodeOutcome, RecentEpisodes
+from user.learner.curve import POOLED, CurvePoint, CurveSeries
+from user.report.tables import EpisodeRow, ProgressRow
+
+
+@dataclass(frozen=True)
+class Curves:
+    series: list[CurveSeries]  # one per robot (by id), then POOLED; empty without online episodes
+    demo_end: CurvePoint | None  # where the last demonstration ended; None without demonstrations
+    window: int  # episodes each point is taken over
+
+
+@dataclass(frozen=True)
+class RobotRates:
+    """One robot's episodes; the rates are over its online (policy-acted) episodes."""
+
+    robot_id: str
+    demo_episodes: int
+    online_episodes: int
+    online_successes: int
+    online_steps: int
+    intervened_steps: int  # online steps in which a human overrode the policy
+    intervened_episodes: int  # online episodes with at least one intervened step
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.online_successes / self.online_episodes if self.online_episodes else None
+
+    @property
+    def intervention_rate(self) -> float | None:
+        """Intervened steps / online steps."""
+        return self.intervened_steps / self.online_steps if self.online_steps else None
+
+
+@dataclass
+class Timing:
+    """The learner's figures at each progress row; `seconds` from the run's start."""
+
+    seconds: list[float] = field(default_factory=list)
+    env_steps: list[int] = field(default_factory=list)
+    gradient_steps_per_s: list[float] = field(default_factory=list)
+    idle_fraction: list[float | None] = field(default_factory=list)  # None: not recorded in that row
+    policy_version: list[int] = field(default_factory=list)
+    gradient_steps: list[int] = field(default_factory=list)
+    buffer_transitions: list[int] = field(default_factory=list)
+
+    @property
+    def idle_recorded(self) -> list[tuple[float, float]]:
+        """(seconds, idle fraction) of the rows that have it."""
+        return [(s, f) for s, f in zip(self.seconds, self.idle_fraction, strict=True) if f is not None]
+
+    @property
+    def updates_per_step(self) -> float | None:
+        """Gradient steps per received transition at the last row (the update-to-data ratio reached)."""
+        if not self.env_steps or self.env_steps[-1] == 0:
+            return None
+        return self.gradient_steps[-1] / self.env_steps[-1]
+
+
+def _outcome(row: EpisodeRow) -> EpisodeOutcome:
+    return EpisodeOutcome(row.robot_id, row.episode_id, row.steps, row.episode_return, row.success,
+                          row.interventions, row.is_demo)  # fmt: skip
+
+
+def curves(episodes: Sequence[EpisodeRow], window: int = RECENT_EPISODES) -> Curves:
+    """The recent-window figures after each online episode, per robot and pooled."""
+    recent = RecentEpisodes(window)
+    robots: dict[str, CurveSeries] = {}
+    pooled = CurveSeries(POOLED)
+    demo_end: CurvePoint | None = None
+    for row in episodes:
+        at = CurvePoint(row.env_steps, row.elapsed_s)
+        if not recent.add(_outcome(row)):  # a demonstration
+            if demo_end is None or at.env_steps >= demo_end.env_steps:
+                demo_end = at
+            continue
+        pooled_stats, robot_stats = recent.pooled(), recent.robots().get(row.robot_id)
+        if pooled_stats is None or robot_stats is None:  # cannot be: an online episode was just added
+            continue
+        pooled.add(at, pooled_stats)
+        robots.setdefault(row.robot_id, CurveSeries(row.robot_id)).add(at, robot_stats)
+    series = [robots[r] for r in sorted(robots)] + ([pooled] if pooled.at else [])
+    return Curves(series, demo_end, window)
+
+
+def robot_rates(episodes: Sequence[EpisodeRow]) -> list[RobotRates]:
+    """Per robot (by id), its demonstrations counted apart from its online episodes."""
+    counts: dict[str, list[int]] = {}
+    for row in episodes:
+        c = counts.setdefault(row.robot_id, [0] * 6)
+        if row.is_demo:
+            c[0] += 1
+            continue
+        c[1] += 1
+        c[2] += int(row.success)
+        c[3] += row.steps
+        c[4] += row.interventions
+        c[5] += int(row.interventions > 0)
+    return [RobotRates(robot, *c) for robot, c in sorted(counts.items())]
+
+
+def timing(progress: Sequence[ProgressRow], run_start: float | None) -> Timing:
+    """The progress rows as series; their times from `run_start` (the first row's when None)."""
+    t = Timing()
+    if not progress:
+        return t
+    start = run_start if run_start is not None else progress[0].wall_time
+    for row in progress:
+        t.seconds.append(row.wall_time - start)
+        t.env_steps.append(row.env_steps)
+        t.gradient_steps_per_s.append(row.gradient_steps_per_s)
+        t.idle_fraction.append(row.idle_fraction)
+        t.policy_version.append(row.policy_version)
+        t.gradient_steps.append(row.gradient_steps)
+        t.buffer_transitions.append(row.buffer_transitions)
+    return t

@@ -1,0 +1,60 @@
+"""What the report computes from a run's rows: per-robot rates over online episodes only (demonstrations counted
+apart), the recent-window curves (per robot and pooled), and the learner's timing with rows that lack a figure."""
+
+from __future__ import annotations
+
+import pytest
+
+from user.learner.curve import POOLED
+from user.report.series import curves, robot_rates, timing
+from user.report.tables import EpisodeRow, ProgressRow
+
+
+def _episode(robot: str, episode_id: int, env_steps: int, ret: float, **kwargs: object) -> EpisodeRow:
+    fields: dict[str, object] = {"steps": 10, "success": False, "interventions": 0, "is_demo": False, **kwargs}
+    return EpisodeRow(wall_time=1000.0 + env_steps, elapsed_s=float(env_steps), env_steps=env_steps, robot_id=robot,
+                      episode_id=episode_id, episode_return=ret, **fields)  # type: ignore[arg-type]  # fmt: skip
+
+
+def _progress(wall: float, env_steps: int, gradient_steps: int, idle: float | None) -> ProgressRow:
+    return ProgressRow(wall_time=wall, elapsed_s=wall - 100.0, env_steps=env_steps, episodes=0, successes=0,
+                       update_calls=gradient_steps, gradient_steps=gradient_steps, gradient_steps_per_s=2.0,
+                       policy_version=gradient_steps // 10, buffer_transitions=env_steps, idle_fraction=idle,
+                       recent_return_mean=None, recent_online_success_rate=None)  # fmt: skip
+
+
+EPISODES = [
+    _episode("arm", 0, 10, 50.0, is_demo=True, success=True),
+    _episode("arm", 1, 20, -4.0, interventions=4),
+    _episode("cart", 0, 30, 6.0, success=True, steps=20),
+    _episode("arm", 2, 40, -2.0, interventions=1),
+]
+
+
+def test_rates_are_over_online_episodes_with_demonstrations_apart() -> None:
+    arm, cart = robot_rates(EPISODES)
+    assert (arm.robot_id, arm.demo_episodes, arm.online_episodes, arm.online_successes) == ("arm", 1, 2, 0)
+    assert arm.success_rate == 0.0 and arm.intervention_rate == pytest.approx(5 / 20)
+    assert arm.intervened_episodes == 2
+    assert (cart.success_rate, cart.intervention_rate, cart.online_steps) == (1.0, 0.0, 20)
+    (only_demo,) = robot_rates(EPISODES[:1])
+    assert only_demo.success_rate is None and only_demo.intervention_rate is None
+
+
+def test_curves_have_a_series_per_robot_then_all_robots_and_mark_the_demos_end() -> None:
+    data = curves(EPISODES, window=2)
+    assert [s.label for s in data.series] == ["arm", "cart", POOLED]
+    arm, cart, pooled = data.series
+    assert [a.env_steps for a in arm.at] == [20, 40] and arm.mean_return == [-4.0, -3.0]
+    assert cart.success_rate == [1.0]
+    assert pooled.mean_return == [-4.0, 1.0, 2.0]  # the latest 2 online episodes of all robots
+    assert data.demo_end is not None and data.demo_end.env_steps == 10
+    assert curves(EPISODES[:1]).series == []  # demonstrations only: nothing learned to draw
+
+
+def test_timing_from_the_run_start_and_idle_only_where_recorded() -> None:
+    t = timing([_progress(101.0, 0, 0, None), _progress(103.0, 50, 40, 0.25)], run_start=100.0)
+    assert t.seconds == [1.0, 3.0] and t.policy_version == [0, 4]
+    assert t.idle_recorded == [(3.0, 0.25)]
+    assert t.updates_per_step == pytest.approx(40 / 50)
+    assert timing([], None).updates_per_step is None
