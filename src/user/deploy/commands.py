@@ -9,6 +9,7 @@ from typing import Any
 
 from user.config.flat import flatten, unflatten
 from user.deploy.deployment import Deployment, NodeConfig
+from user.runtime.clock import ENV_SIM_CLOCK, sim_clock_topic
 from user.runtime.priority import ENV_NICE
 from user.runtime.runner import ENV_SHUTDOWN_DEADLINE
 
@@ -53,6 +54,9 @@ class NodeLaunch:
 
 def node_launch(node: NodeConfig, deployment: Deployment) -> NodeLaunch:
     timeout = node.shutdown_timeout_s or deployment.shutdown_timeout_s
+    clock = sim_clock_topic(
+        [(n.kind, n.params) for n in deployment.nodes]
+    )  # every node stamps on a simulated robot's time
     # the node's own deadline for `destroy` ends before the launcher's SIGTERM, so it exits by itself
     deadline = {ENV_SHUTDOWN_DEADLINE: f"{max(SHUTDOWN_MARGIN_S, timeout - SHUTDOWN_MARGIN_S):.3f}"}
     return NodeLaunch(
@@ -67,7 +71,12 @@ def node_launch(node: NodeConfig, deployment: Deployment) -> NodeLaunch:
         respawn_reset_s=node.respawn_reset_s,
         start_timeout_s=node.start_timeout_s,
         output=node.output,
-        env={**deadline, **node.env, **({ENV_NICE: str(node.nice)} if node.nice else {})},
+        env={
+            **deadline,
+            **({ENV_SIM_CLOCK: clock} if clock else {}),
+            **node.env,
+            **({ENV_NICE: str(node.nice)} if node.nice else {}),
+        },
     )
 
 

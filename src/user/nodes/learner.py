@@ -50,7 +50,7 @@ from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Transition, is_canonical_transition, transition_from_msg
 from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
 from user.interfaces.refusals import Refusals
-from user.interfaces.stamps import header, now_ns
+from user.interfaces.stamps import header
 from user.interfaces.validate import InvalidMessageError, check_episode_event, check_transition
 from user.learner.config import LearningConfig, PacingConfig
 from user.learner.data_credit import DataCredit
@@ -272,7 +272,7 @@ class LearnerNode(Node):
             return
         pub.publish(
             self.codec.msg_class("user/msg/EpisodeAck")(
-                header=header(now_ns(), "", self.codec),
+                header=header(self.now_ns(), "", self.codec),
                 robot_id=robot_id,
                 episode_id=episode_id,
                 stored=True,
@@ -310,7 +310,7 @@ class LearnerNode(Node):
             return
         self._credit_pub.publish(
             self.codec.msg_class("user/msg/DataCredit")(
-                header=header(now_ns(), "", self.codec),
+                header=header(self.now_ns(), "", self.codec),
                 learner_id=self.params.learner_id,
                 credit=credit,
                 updates_per_step=self.params.pacing.updates_per_step,
@@ -325,7 +325,7 @@ class LearnerNode(Node):
         self._check_complete()
         self._stats_pub.publish(
             self.codec.msg_class("user/msg/TrainingStats")(
-                header=header(now_ns(), "", self.codec),
+                header=header(self.now_ns(), "", self.codec),
                 learner_id=self.params.learner_id,
                 updates=r.trainer.gradient_steps,
                 policy_version=r.counters.policy_version,

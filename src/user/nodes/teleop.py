@@ -16,7 +16,6 @@ import numpy as np
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Action, action_to_msg
-from user.interfaces.stamps import now_ns
 from user.robot_loop.devices import DeviceError, ScriptedTeleop, SpaceMouseTeleop, TeleopDevice
 from user.robot_loop.gate import SOURCE_HUMAN
 from user.runtime.node import Node
@@ -74,7 +73,7 @@ class TeleopNode(Node):
             self.log.info("operator %s", "took over" if self._active else "released")
         if action is None:
             return
-        msg = Action(self.params.robot_id, 0, 0, np.asarray(action, np.float32), now_ns(), True, SOURCE_HUMAN)
+        msg = Action(self.params.robot_id, 0, 0, np.asarray(action, np.float32), self.now_ns(), True, SOURCE_HUMAN)
         self._pub.publish(action_to_msg(msg, self.codec))
         self.published += 1
 

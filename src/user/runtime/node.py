@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from user.bus.base import RELIABLE, Bus, Handle, QoS, RawPublisher
 from user.interfaces.codec import Codec, DecodeError, default_codec
+from user.runtime.clock import NodeClock
 from user.runtime.diagnostics import ERROR, OK, WARN, Status
 
 P = TypeVar("P")
@@ -48,6 +49,7 @@ class Node:
         self.failure: str | None = None  # why the node cannot go on, once it failed (see `fail`)
         self.completed: str | None = None  # why the run is complete, once it is (see `complete`)
         self.request_stop: Callable[[], None] = lambda: None  # the runner's: ends the node's process
+        self.stamp_clock = NodeClock(self)  # the wall clock, or the deployment's simulation time (USER_SIM_CLOCK)
 
     def fail(self, reason: str) -> None:
         """The node cannot do its work any more (its control thread died, training stopped): say so once and end
@@ -67,6 +69,10 @@ class Node:
         self.completed = reason
         self.log.info("node %s: the run is complete: %s", self.name, reason)
         self.request_stop()
+
+    def now_ns(self) -> int:
+        """The time to stamp messages with (`user.runtime.clock`)."""
+        return self.stamp_clock.now_ns()
 
     @property
     def name(self) -> str:

@@ -151,7 +151,13 @@ def _diagnostics(node: Node) -> DiagnosticsPublisher | None:
     except ValueError as exc:
         _log.error("no /diagnostics from node %s: %s", node.name, exc)
         return None
-    return DiagnosticsPublisher(node, period) if period > 0 else None
+    if period <= 0:
+        return None
+    try:
+        return DiagnosticsPublisher(node, period, node.now_ns)
+    except Exception as exc:  # the node runs on without them
+        _log.error("no /diagnostics from node %s: %s: %s", node.name, type(exc).__name__, exc)
+        return None
 
 
 def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopSignal) -> int:
@@ -172,6 +178,10 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
         return refuse_start(name, _FAILED, f"{type(exc).__name__}: {exc}", stop, close)
     node.request_stop = stop.event.set
     diagnostics = _diagnostics(node)
+    if isinstance(bus, ZenohBus) and bus.parameter_store is not None:  # rclpy serves a node's parameters itself
+        from user.runtime.zenoh_params import serve_parameters
+
+        serve_parameters(bus, bus.parameter_store)  # `user param`; closed with the bus
     write_status(RUNNING)
     _log.info("node %s (%s) running", name, kind)
     stop.wait()

@@ -30,7 +30,6 @@ from typing import Any
 import torch
 
 from user.bus.base import QoS
-from user.interfaces.stamps import now_ns
 from user.interfaces.validate import InvalidMessageError, check_weights
 from user.policies.base import FlatWeights, Policy
 from user.runtime.node import Node, TypedPublisher
@@ -153,7 +152,7 @@ class WeightPublisher:
         self._publisher.close()
 
     def _send(self, chunks: list[Chunk]) -> None:
-        stamp = now_ns()
+        stamp = self._node.now_ns()
         for chunk in chunks:
             self._publisher.publish(chunk_to_msg(chunk, self._node.codec, stamp))
 
