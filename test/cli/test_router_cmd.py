@@ -73,8 +73,13 @@ def test_the_command_is_found_after_global_options() -> None:
         "bridge",
         "certs",
         "topic",
+        "param",
+        "service",
         "graph",
         "hardware",
         "buffer",
         "train-reward",
+        "report",
+        "view",
+        "completion",
     }

@@ -91,6 +91,27 @@ def test_topic_verbs_import_no_heavy_module(tmp_path: Path, zenoh_env: dict[str,
     assert OPENGL_NOTE not in output
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("topic", "bw", "/startup_probe", "--count", "1", "--timeout", "0.2"),
+        ("node", "list", "--timeout", "0.2"),
+        ("service", "list", "--timeout", "0.2"),
+        ("param", "set", "--help"),
+        ("service", "call", "--help"),
+        ("completion", "--help"),
+    ],
+    ids=" ".join,
+)
+def test_inspection_verbs_import_no_heavy_module(
+    tmp_path: Path, zenoh_env: dict[str, str], args: tuple[str, ...]
+) -> None:
+    modules, output = run_user(tmp_path, *args, env=zenoh_env)
+    assert COMMANDS[args[0]].module in modules  # the command really ran
+    assert not heavy(modules)
+    assert OPENGL_NOTE not in output
+
+
 def test_a_running_router_imports_no_heavy_module(tmp_path: Path) -> None:
     endpoint = f"tcp/127.0.0.1:{free_port()}"
     report, log = tmp_path / "modules.json", tmp_path / "router.log"

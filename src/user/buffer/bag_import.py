@@ -29,7 +29,7 @@ from user.buffer.bagread import BagReader
 from user.buffer.config import BufferConfig
 from user.buffer.errors import BufferError, MappingError
 from user.buffer.import_ledger import ImportLedger, ImportRecord
-from user.buffer.importer import BagImporter, ImportMapping
+from user.buffer.importer import BagImporter, ImportMapping, ProgressCallback
 from user.buffer.replay import ReplayBuffer
 from user.buffer.writer import FaultHook
 from user.interfaces.codec import Codec, default_codec
@@ -41,6 +41,7 @@ _log = logging.getLogger("user.buffer.import")
 STAGING_DIR = "import-staging"  # under the buffer directory; emptied by every import (under the writer lock)
 _COUNT = struct.Struct("<Q")
 TRANSITION_TYPE = "user/msg/Transition"
+STORING = "storing episodes"  # the step `_commit` reports
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,13 @@ class _Staging:
                 yield episode
 
 
-def _stage(reader: BagReader, importer: BagImporter, staging: _Staging, max_steps: int) -> None:
+def _stage(
+    reader: BagReader, importer: BagImporter, staging: _Staging, max_steps: int, progress: ProgressCallback | None
+) -> None:
     """Convert and check every episode of the bag into `staging`; stores nothing."""
     staging.path.parent.mkdir(exist_ok=True)
     with open(staging.path, "wb") as f:
-        for episode in importer.episodes(reader):
+        for episode in importer.episodes(reader, progress):
             if len(episode) > max_steps:
                 raise MappingError(
                     f"{reader.path}: episode {staging.episodes} has {len(episode)} steps, more than the buffer's "
@@ -103,10 +106,12 @@ def _stage(reader: BagReader, importer: BagImporter, staging: _Staging, max_step
             staging.write(f, episode)
 
 
-def _commit(buf: ReplayBuffer, staging: _Staging, record: ImportRecord) -> int:
+def _commit(buf: ReplayBuffer, staging: _Staging, record: ImportRecord, progress: ProgressCallback | None) -> int:
     """Store the staged episodes not stored yet; returns how many were stored before (an interrupted import)."""
     before = 0
-    for episode in staging.read():
+    for n, episode in enumerate(staging.read()):
+        if progress is not None:
+            progress(STORING, n, staging.episodes)
         first = episode[0][0]
         if buf.has_episode(first.robot_id, first.episode_id):
             before += 1
@@ -116,6 +121,8 @@ def _commit(buf: ReplayBuffer, staging: _Staging, record: ImportRecord) -> int:
             stored = buf.add(transition, wall_ns=transition.stamp_ns, payload=payload)
         if stored is None:
             raise BufferError(f"{record.bag}: episode {first.episode_id} of {first.robot_id} was not stored")
+    if progress is not None:
+        progress(STORING, staging.episodes, staging.episodes)
     return before
 
 
@@ -143,8 +150,10 @@ def import_bag(
     as_demos: bool,
     config: BufferConfig | None = None,
     fault_hook: FaultHook | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ImportResult:
-    """Import `bag` into the buffer in `directory` (created if missing), whole, once (see the module docstring)."""
+    """Import `bag` into the buffer in `directory` (created if missing), whole, once (see the module docstring);
+    `progress` hears how far reading the bag and storing its episodes are."""
     reader = BagReader(bag)
     digest = reader.digest()
     base = default_codec()
@@ -165,7 +174,7 @@ def import_bag(
         staging = _Staging(staging_dir / f"{digest}.part", base)
         importer = BagImporter(mapping, bag_codec, as_demos=as_demos, first_episode_id=record.first_episode_id)
         try:
-            _stage(reader, importer, staging, config.storage.max_episode_steps)
+            _stage(reader, importer, staging, config.storage.max_episode_steps, progress)
             staged = dataclasses.replace(record, episodes=staging.episodes, transitions=staging.transitions)
             if earlier is not None and (staged.episodes, staged.transitions) != (earlier.episodes, earlier.transitions):
                 raise BufferError(
@@ -173,7 +182,7 @@ def import_bag(
                     f"its interrupted import to {earlier.episodes} ({earlier.transitions}); nothing more stored"
                 )
             ledger.put(staged)
-            before = _commit(buf, staging, staged)
+            before = _commit(buf, staging, staged, progress)
             done = dataclasses.replace(staged, state="done", finished_ns=now_ns())
             ledger.put(done)
         finally:

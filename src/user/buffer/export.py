@@ -11,6 +11,7 @@ OUT/episode_000000/CAM/000000.jpg   frame t = the observation of step t; the las
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ from user.interfaces.domain import EncodedImage, Transition
 
 EXPORT_FORMAT = 1
 _SUFFIX = {"jpeg": ".jpg", "jpg": ".jpg", "png": ".png"}
+EXPORTING = "exporting episodes"  # the step `export_dataset` reports
+# how far the export is: (what, done, total); the CLI shows it (`user.cli.progress.Phases`)
+ProgressCallback = Callable[[str, int, int | None], None]
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,16 @@ def _write_frames(folder: Path, transitions: list[Transition]) -> list[str]:
     return sorted(cameras)
 
 
-def export_dataset(storage: DiskStorage, out: Path, selection: EpisodeFilter, *, images: bool = True) -> dict[str, Any]:
-    """Write the selected episodes to `out` (which must be new or empty); returns the info.json content."""
+def export_dataset(
+    storage: DiskStorage,
+    out: Path,
+    selection: EpisodeFilter,
+    *,
+    images: bool = True,
+    progress: ProgressCallback | None = None,
+) -> dict[str, Any]:
+    """Write the selected episodes to `out` (which must be new or empty); returns the info.json content.
+    `progress` hears each episode written."""
     if out.exists() and any(out.iterdir()):
         raise BufferError(f"{out}: export directory is not empty")
     out.mkdir(parents=True, exist_ok=True)
@@ -108,6 +120,8 @@ def export_dataset(storage: DiskStorage, out: Path, selection: EpisodeFilter, *,
                 "policy_version": ep.policy_version,
             }
             lines.write(json.dumps(record) + "\n")
+            if progress is not None:
+                progress(EXPORTING, n + 1, len(episodes))
     info = {
         "format": EXPORT_FORMAT,
         "source": str(storage.directory),

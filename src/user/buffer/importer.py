@@ -20,7 +20,7 @@ hold), its reward the sum of reward messages until the next step. Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +35,10 @@ from user.interfaces.domain import Action, EncodedImage, Observation, Transition
 from user.interfaces.images import encode_jpeg
 
 _log = logging.getLogger("user.buffer.importer")
+
+# how far a long step is: (what, done, total or None); the CLI shows it (`user.cli.progress.Phases`)
+ProgressCallback = Callable[[str, int, int | None], None]
+READING = "reading bag messages"  # the step `BagImporter.episodes` reports
 
 _SOURCES = {"policy": 0, "human": 1, "scripted": 2}
 
@@ -158,7 +162,7 @@ class BagImporter:
         self._sizes: dict[str, int] = {}  # what -> vector size, fixed by its first message
         self._current = _Episode()
 
-    def episodes(self, reader: BagReader) -> Iterator[list[Transition]]:
+    def episodes(self, reader: BagReader, progress: ProgressCallback | None = None) -> Iterator[list[Transition]]:
         m = self.mapping
         available = reader.topics()
         missing = sorted(t for t in m.topics() if t not in available)
@@ -170,6 +174,8 @@ class BagImporter:
         counts: dict[str, int] = {}
         for raw in reader.messages(m.topics()):
             index = counts[raw.topic] = counts.get(raw.topic, -1) + 1
+            if progress is not None:
+                progress(READING, sum(counts.values()) + len(counts), None)
             try:
                 finished = self._take(raw, reader.decode(raw, self.codec))
             except (BufferError, DecodeError, UnknownTypeError, ValueError) as exc:

@@ -37,6 +37,7 @@ from user.bus.parameters import ParameterRefusedError, ParameterStore
 from user.bus.service_thread import ServiceThread
 from user.bus.timers import TimerScheduler
 from user.bus.zenoh_config import ENV_ROUTER, ZenohSettings, session_config
+from user.bus.zenoh_graph import Endpoint, parse_token, qos_chunk
 from user.config.strict import from_mapping
 
 P = TypeVar("P")
@@ -159,8 +160,8 @@ class ZenohBus:
             if handle in self._handles:
                 self._handles.remove(handle)
 
-    def _graph_token(self, role: str, topic: str, typename: str) -> Any:
-        entity = f"{mangle(self._name)}/{self.zid}_{next(self._ids)}"
+    def _graph_token(self, role: str, topic: str, typename: str, qos: QoS | None = None) -> Any:
+        entity = f"{mangle(self._name)}/{self.zid}_{next(self._ids)}" + (f"/{qos_chunk(qos)}" if qos else "")
         key = f"{GRAPH_PREFIX}/{role}/{mangle(topic)}/{mangle(typename)}/{entity}"
         return self.session.liveliness().declare_token(self._key(key))
 
@@ -195,7 +196,7 @@ class ZenohBus:
             )
         else:
             publisher = self.session.declare_publisher(key, **options)
-        handle = ZenohPublisher(self, full, publisher, self._graph_token("pub", full, typename))
+        handle = ZenohPublisher(self, full, publisher, self._graph_token("pub", full, typename, qos))
         self._keep(handle)
         return handle
 
@@ -222,7 +223,7 @@ class ZenohBus:
             sub: Any = zext.declare_advanced_subscriber(self.session, key, on_sample, history=history)
         else:
             sub = self.session.declare_subscriber(key, on_sample)
-        handle = _Declared(self, sub, self._graph_token("sub", full, typename))
+        handle = _Declared(self, sub, self._graph_token("sub", full, typename, qos))
         self._keep(handle)
         return handle
 
@@ -299,6 +300,11 @@ class ZenohBus:
         self._store = ParameterStore(spec, values, on_change, where)
         return values
 
+    @property
+    def parameter_store(self) -> ParameterStore[Any] | None:
+        """The node's settings once declared (the runner serves them: `user.runtime.zenoh_params`)."""
+        return self._store
+
     def set_parameters(self, changes: Mapping[str, Any]) -> None:
         if self._store is None:
             raise ParameterRefusedError(f"node {self._name!r} has declared no parameters")
@@ -354,20 +360,22 @@ class ZenohBus:
 
     def topic_names_and_types(self, timeout_s: float = 0.5) -> dict[str, list[str]]:
         found: dict[str, set[str]] = {}
-        for key in self._live_tokens(f"{GRAPH_PREFIX}/*/**", timeout_s):
-            parts = key.split("/")  # @user / graph / role / topic / type / node / id
-            if len(parts) >= 5 and parts[2] in ("pub", "sub"):
-                found.setdefault(unmangle(parts[3]), set()).add(unmangle(parts[4]))
+        for e in self.graph_endpoints(timeout_s):
+            if e.role in ("pub", "sub"):
+                found.setdefault(e.name, set()).add(e.typename)
         return {topic: sorted(types) for topic, types in sorted(found.items())}
+
+    def graph_endpoints(self, timeout_s: float = 0.5) -> list[Endpoint]:
+        """Every publisher, subscription and service announced on the network (`user.bus.zenoh_graph`)."""
+        return [e for e in map(parse_token, self._live_tokens(f"{GRAPH_PREFIX}/*/**", timeout_s)) if e is not None]
 
     def topic_endpoints(self, timeout_s: float = 0.5) -> dict[str, tuple[str, set[str], set[str]]]:
         """Topic -> (type, publishing node names, subscribing node names), from the graph tokens."""
         found: dict[str, tuple[str, set[str], set[str]]] = {}
-        for key in self._live_tokens(f"{GRAPH_PREFIX}/*/**", timeout_s):
-            parts = key.split("/")  # @user / graph / role / topic / type / node / id
-            if len(parts) >= 7 and parts[2] in ("pub", "sub"):
-                _, pubs, subs = found.setdefault(unmangle(parts[3]), (unmangle(parts[4]), set(), set()))
-                (pubs if parts[2] == "pub" else subs).add(unmangle(parts[5]))
+        for e in self.graph_endpoints(timeout_s):
+            if e.role in ("pub", "sub"):
+                _, pubs, subs = found.setdefault(e.name, (e.typename, set(), set()))
+                (pubs if e.role == "pub" else subs).add(e.node)
         return dict(sorted(found.items()))
 
     def node_names(self, timeout_s: float = 0.5) -> list[str]:

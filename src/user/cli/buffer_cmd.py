@@ -19,6 +19,7 @@ from user.buffer.info import BufferInfo, buffer_info
 from user.buffer.reindex import reindex
 from user.buffer.storage import DiskStorage
 from user.buffer.verify import verify
+from user.cli.progress import Phases
 from user.config.strict import ConfigError, from_mapping, load_yaml
 from user.interfaces.codec import UnknownTypeError, default_codec
 
@@ -141,7 +142,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     mapping = from_mapping(ImportMapping, load_yaml(args.mapping), where=str(args.mapping))
-    result = import_bag(args.bag, args.into, mapping, as_demos=args.as_demos)
+    with Phases() as progress:  # on stderr: a bar on a terminal, a line every few seconds otherwise
+        result = import_bag(args.bag, args.into, mapping, as_demos=args.as_demos, progress=progress)
     for line in _import_lines(result, args.bag, args.into):
         print(line)
     return 0
@@ -175,7 +177,8 @@ def run_export(args: argparse.Namespace) -> int:
     index = Index(args.directory, read_only=True)
     storage = DiskStorage(args.directory, index, default_codec(), BufferConfig().storage)
     try:
-        info = export_dataset(storage, args.out, selection, images=not args.no_images)
+        with Phases() as progress:
+            info = export_dataset(storage, args.out, selection, images=not args.no_images, progress=progress)
     finally:
         storage.close()
         index.close()

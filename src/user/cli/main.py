@@ -1,4 +1,5 @@
-"""`user`: run and inspect a deployment (bringup, node, router, topic, hardware), its buffer and reward model."""
+"""`user`: run and inspect a deployment (bringup, node, router, topic, param, service, hardware), its buffer and
+reward model."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ COMMANDS: dict[str, Command] = {
     "bridge": Command("user.cli.bridge_cmd", "relay a ROS 2 site's topics between DDS and Zenoh (needs rclpy)"),
     "certs": Command("user.cli.certs_cmd", "make a CA and TLS certificates for a deployment's routers and nodes"),
     "topic": Command("user.cli.topic_cmd", "inspect and publish topics (like ros2 topic)"),
+    "param": Command("user.cli.param_cmd", "list, get and set a running node's parameters (like ros2 param)"),
+    "service": Command("user.cli.service_cmd", "list and call the services of running nodes (like ros2 service)"),
     "graph": Command("user.cli.graph_cmd", "topics with their publishers, subscribers, rates and the links they cross"),
     "hardware": Command("user.cli.hardware_cmd", "list announced robots, cameras and accelerators; check placements"),
     "buffer": Command("user.cli.buffer_cmd", "inspect, verify, import into and export a replay buffer directory"),
@@ -35,6 +38,9 @@ COMMANDS: dict[str, Command] = {
         "user.cli.reward_cmd",
         "train the learned success reward from a buffer (see user.rewards.labels for the labelling)",
     ),
+    "report": Command("user.cli.report_cmd", "write a self-contained HTML report and a PNG summary of a run directory"),
+    "view": Command("user.cli.view_cmd", "serve a running deployment's topics to Foxglove over a WebSocket"),
+    "completion": Command("user.cli.completion_cmd", "print a bash or zsh completion script for user"),
 }
 
 

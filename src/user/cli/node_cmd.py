@@ -1,4 +1,8 @@
-"""`user node KIND`: run one node (Zenoh runtime; with --ros-args, the rclpy runtime)."""
+"""`user node KIND`: run one node (Zenoh runtime; with --ros-args, the rclpy runtime).
+
+`user node list` and `user node info NAME` inspect the running nodes instead (like `ros2 node`): no node kind
+is named `list` or `info` (`NODE_VERBS`).
+"""
 
 from __future__ import annotations
 
@@ -16,11 +20,19 @@ from user.config.strict import ConfigError, describe_settings, load_yaml
 from user.runtime.kinds import KINDS
 
 _log = logging.getLogger("user.runtime")
+NODE_VERBS = ("list", "info")  # `user node list`, `user node info NAME`; never node kinds
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("node", help="run one node")
-    p.add_argument("kind", nargs="?", help="node kind (see --list)")
+    p = sub.add_parser(
+        "node",
+        help="run one node",
+        description="Run one node of KIND; or `user node list` (running nodes), `user node info NAME` (what a "
+        "running node publishes, subscribes and serves).",
+    )
+    kind = p.add_argument("kind", nargs="?", help="node kind (see --list), or the verb list or info")
+    kind.completions = [*NODE_VERBS, *sorted(KINDS)]  # read by `user completion`
+    p.add_argument("target", nargs="?", metavar="NAME", help="with `info`: the running node to describe")
     p.add_argument("--name", help="node name (default: the kind)")
     p.add_argument(
         "--param",
@@ -34,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--params-json", help="parameters as one JSON object (used by `user bringup`)")
     p.add_argument("--list", action="store_true", help="list node kinds and exit")
     p.add_argument("--describe", action="store_true", help="print the kind's parameters and exit")
+    p.add_argument("--timeout", type=float, default=0.5, help="with list/info: seconds to collect announcements")
     p.set_defaults(func=run)
 
 
@@ -72,6 +85,13 @@ def run(args: argparse.Namespace) -> int:
     from user.runtime.priority import apply_niceness_from_env
     from user.runtime.runner import EXIT_STARTUP_FAILED, run_node
 
+    if args.kind in NODE_VERBS:
+        return _inspect(args)
+    if args.target is not None:
+        _log.error(
+            "unexpected argument %r after node kind %s (only `user node info NAME` takes one)", args.target, args.kind
+        )
+        return EXIT_STARTUP_FAILED
     if args.list or not args.kind:
         for kind, target in sorted(KINDS.items()):
             print(f"{kind:20s} {target}")
@@ -88,3 +108,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_STARTUP_FAILED
     apply_niceness_from_env()
     return run_node(args.kind, args.name or args.kind, params, ZenohSettings.from_env())
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    """`user node list` / `user node info NAME`."""
+    from user.cli.node_info import EXIT_ERROR, run_info, run_list
+
+    if args.kind == "list":
+        return run_list(args)
+    if args.target is None:
+        _log.error("user node info: name the node, e.g. `user node info talker` (see `user node list`)")
+        return EXIT_ERROR
+    return run_info(args)

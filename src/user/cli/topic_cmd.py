@@ -1,4 +1,4 @@
-"""`user topic list | echo | hz | pub`, behaving like `ros2 topic`, on the Zenoh runtime."""
+"""`user topic list | info | echo | hz | bw | pub`, behaving like `ros2 topic`, on the Zenoh runtime."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ import yaml
 
 from user.bus.base import BusError
 from user.bus.zenoh_bus import ZenohBus
-from user.cli.common import open_tool_bus, stop_on_signals
+from user.cli.common import add_qos_options, open_tool_bus, qos_of, stop_on_signals
 from user.interfaces.codec import Codec, UnknownTypeError, default_codec
 from user.interfaces.convert import MessageDataError, from_data, to_data
 from user.runtime.node import Node
 
 _log = logging.getLogger("user.topic")
-TYPE_DISCOVERY_TIMEOUT_S = 10.0
+TYPE_DISCOVERY_TIMEOUT_S = 10.0  # `echo` without TYPE and without --timeout gives up after this
 
 
 class TopicToolError(RuntimeError):
@@ -39,13 +39,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     ls.add_argument("--timeout", type=float, default=0.5, help="seconds to collect announcements")
     ls.set_defaults(func=run_list)
 
+    info = tsub.add_parser("info", help="type, publishers and subscribers of a topic")
+    info.add_argument("topic")
+    info.add_argument("-v", "--verbose", action="store_true", help="every endpoint with its node and QoS")
+    info.add_argument("--timeout", type=float, default=0.5, help="seconds to collect announcements")
+    info.set_defaults(func=_run_info)
+
     echo = tsub.add_parser("echo", help="print messages of a topic as YAML")
     echo.add_argument("topic")
     echo.add_argument("type", nargs="?", help="message type (default: as announced by its publisher)")
     echo.add_argument("--once", action="store_true", help="print one message and exit")
     echo.add_argument("--count", type=int, help="exit after this many messages")
-    echo.add_argument("--timeout", type=float, help="exit after this many seconds")
+    echo.add_argument(
+        "--timeout",
+        type=float,
+        help=f"exit after this many seconds (without TYPE: give up after it, default {TYPE_DISCOVERY_TIMEOUT_S:.0f} s, "
+        "when no publisher announces the type)",
+    )
     echo.add_argument("--no-arr", action="store_true", help="summarise arrays instead of printing them")
+    add_qos_options(echo)
     echo.set_defaults(func=run_echo)
 
     hz = tsub.add_parser("hz", help="print the publishing rate of a topic")
@@ -53,8 +65,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     hz.add_argument("--window", "-w", type=int, default=10_000, help="messages in the rate window")
     hz.add_argument("--count", type=int, help="exit after this many reports")
     hz.add_argument("--timeout", type=float, help="exit after this many seconds")
+    add_qos_options(hz)
     hz.set_defaults(func=run_hz)
 
+    bw = tsub.add_parser("bw", help="print the bandwidth a topic uses (bytes per second)")
+    bw.add_argument("topic")
+    bw.add_argument("--window", "-w", type=int, default=100, help="messages in the bandwidth window")
+    bw.add_argument("--count", type=int, help="exit after this many reports")
+    bw.add_argument("--timeout", type=float, help="exit after this many seconds")
+    add_qos_options(bw)
+    bw.set_defaults(func=_run_bw)
+
+    _add_pub(tsub)
+
+
+def _add_pub(tsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     pub = tsub.add_parser("pub", help="publish a message given as YAML")
     pub.add_argument("topic")
     pub.add_argument("type")
@@ -68,6 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default=2.0,
         help="seconds to wait for a subscriber before the first message",
     )
+    add_qos_options(pub)
     pub.set_defaults(func=run_pub)
 
 
@@ -82,21 +108,42 @@ def _guard(fn: Any) -> Any:
     return wrapped
 
 
+def _run_info(args: argparse.Namespace) -> int:
+    from user.cli.topic_info import run_info
+
+    return _guard(run_info)(args)  # type: ignore[no-any-return]
+
+
+def _run_bw(args: argparse.Namespace) -> int:
+    from user.cli.topic_info import run_bw
+
+    return _guard(run_bw)(args)  # type: ignore[no-any-return]
+
+
 def discover_type(bus: ZenohBus, topic: str, codec: Codec, timeout_s: float) -> str:
-    """The type a running publisher announces for `topic`, waiting up to `timeout_s`."""
+    """The type a running publisher announces for `topic`, waiting up to `timeout_s`; says on stderr that it
+    waits when the first look finds none."""
     deadline = time.monotonic() + timeout_s
-    while True:
+    for attempt in itertools.count():
         types = bus.topic_names_and_types(timeout_s=0.3).get(topic, [])
         if len(types) == 1:
             return codec.resolve(types[0])
         if len(types) > 1:
             raise TopicToolError(f"{topic} is announced with several types ({', '.join(types)}); pass one")
+        if attempt == 0:
+            print(
+                f"waiting for a publisher of {topic} to announce its type (pass TYPE to skip) "
+                f"for up to {timeout_s:.0f} s ...",
+                file=sys.stderr,
+                flush=True,
+            )
         if time.monotonic() >= deadline:
             raise TopicToolError(
                 f"cannot tell the type of {topic} after {timeout_s:.0f} s: no node announces it. "
                 "Pass it, e.g. "
                 f"`user topic echo {topic} std_msgs/msg/String`"
             )
+    raise AssertionError("unreachable")  # itertools.count() never ends
 
 
 @_guard
@@ -122,10 +169,14 @@ def _wait(stop: threading.Event, done: threading.Event, timeout_s: float | None)
 def run_echo(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     codec = default_codec()
+    qos = qos_of(args)
     bus = open_tool_bus("topic")
+    start = time.monotonic()
     try:
         typename = (
-            codec.resolve(args.type) if args.type else discover_type(bus, args.topic, codec, TYPE_DISCOVERY_TIMEOUT_S)
+            codec.resolve(args.type)
+            if args.type
+            else discover_type(bus, args.topic, codec, args.timeout or TYPE_DISCOVERY_TIMEOUT_S)
         )
         limit = 1 if args.once else args.count
         done = threading.Event()
@@ -142,8 +193,8 @@ def run_echo(args: argparse.Namespace) -> int:
             if limit is not None and seen >= limit:
                 done.set()
 
-        Node(bus, codec).create_subscription(args.topic, typename, on_msg)
-        _wait(stop, done, args.timeout)
+        Node(bus, codec).create_subscription(args.topic, typename, on_msg, qos)
+        _wait(stop, done, None if args.timeout is None else max(0.0, args.timeout - (time.monotonic() - start)))
     finally:
         bus.close()
     return 0
@@ -178,10 +229,11 @@ class RateMeter:
 @_guard
 def run_hz(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
+    qos = qos_of(args)
     bus = open_tool_bus("topic")
     meter = RateMeter(args.window)
     try:
-        bus.create_subscription(args.topic, "unknown", lambda _payload: meter.tick(time.monotonic()))
+        bus.create_subscription(args.topic, "unknown", lambda _payload: meter.tick(time.monotonic()), qos)
         reports = 0
         deadline = None if args.timeout is None else time.monotonic() + args.timeout
         while not stop.wait(1.0):
@@ -205,9 +257,10 @@ def run_pub(args: argparse.Namespace) -> int:
     msg = from_data(typename, yaml.safe_load(args.values) or {}, codec)
     payload = codec.encode(msg, typename)
     times = 1 if args.once else args.times
+    qos = qos_of(args)
     bus = open_tool_bus("topic")
     try:
-        pub = bus.create_publisher(args.topic, typename)
+        pub = bus.create_publisher(args.topic, typename, qos)
         if not pub.wait_for_subscribers(args.wait_matching):
             _log.warning("no subscriber on %s after %.1f s; publishing anyway", args.topic, args.wait_matching)
         sent = 0

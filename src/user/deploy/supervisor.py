@@ -62,6 +62,7 @@ class Supervisor:
         self.router_restarts = 0  # times a router was started again after it exited
         self.stop_event = threading.Event()
         self.failed = False
+        self.started_at = time.monotonic()  # `start()` sets it again: the bringup progress lines count from there
 
     @property
     def router(self) -> Child | None:
@@ -130,6 +131,7 @@ class Supervisor:
             child.life.started(time.monotonic())
 
     def start(self) -> None:
+        self.started_at = time.monotonic()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for site in self.sites:
             self.start_router(site)
@@ -192,7 +194,10 @@ class Supervisor:
         elif not life.running:
             status = child.status()
             if status is not None and status.state == RUNNING:
-                _log.info("%s is running (%.1f s after its start)", child.name, life.reported_running(now))
+                after = life.reported_running(now)
+                ready = sum(1 for c in self.children if c.life is not None and c.life.running)
+                _log.info("[%d/%d] %s is running (%.1f s after its start, %.1f s into the bringup)",
+                          ready, len(self.children), child.name, after, now - self.started_at)  # fmt: skip
             elif life.overdue(now):
                 _log.error(
                     "%s did not report running within %g s (its start_timeout_s); stopping it",
