@@ -99,7 +99,7 @@ def test_missing_pyspacemouse_names_the_package() -> None:
     try:
         import pyspacemouse  # noqa: F401
     except ImportError:
-        with pytest.raises(DeviceError, match="pip install pyspacemouse"):
+        with pytest.raises(DeviceError, match=r"pip install 'user\[spacemouse\]'"):
             SpaceMouseTeleop()
     else:
         pytest.skip("pyspacemouse is installed")

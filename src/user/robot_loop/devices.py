@@ -71,7 +71,7 @@ class SpaceMouseTeleop:
         try:
             import pyspacemouse
         except ImportError as exc:
-            raise DeviceError("the SpaceMouse needs the pyspacemouse package: pip install pyspacemouse") from exc
+            raise DeviceError("the SpaceMouse needs the pyspacemouse package: pip install 'user[spacemouse]'") from exc
         self._lib: Any = pyspacemouse
         if not pyspacemouse.open():
             raise DeviceError("no SpaceMouse found (is it plugged in, and is /dev/hidraw* readable by this user?)")
