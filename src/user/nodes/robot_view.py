@@ -30,7 +30,7 @@ from user.interfaces.stamps import header, to_time
 from user.robot_loop.control_loop import TickResult
 from user.robots.base import ArmState
 from user.runtime.diagnostics import ERROR, OK, WARN, Status
-from user.runtime.node import Node
+from user.runtime.node import Node, TypedPublisher
 
 _log = logging.getLogger(__name__)
 
@@ -77,16 +77,27 @@ class RobotView:
             for cam in cameras
         }
         self._clock = node.create_publisher(clock_topic, "rosgraph_msgs/msg/Clock", RELIABLE) if clock_topic else None
-        self._tf = self._markers = self._description = None
+        self._tf: TypedPublisher | None = None
+        self._markers: TypedPublisher | None = None
+        self._description: TypedPublisher | None = None
         if self.kinematics is not None:
-            from user.nodes.robot_markers import MarkerBuilder
+            try:
+                self._visual_publishers(ns)
+            except ImportError as exc:  # a ROS install without tf2_msgs or visualization_msgs: the robot still runs
+                _log.warning("no /tf, markers or robot_description from %s: %s", self.prefix[:-1], exc)
+                self._tf = self._markers = self._description = None
 
-            self._tf = node.create_publisher("/tf", "tf2_msgs/msg/TFMessage", RELIABLE)
-            self._markers = node.create_publisher(f"{ns}/markers", "visualization_msgs/msg/MarkerArray", RELIABLE)
-            self.marker_builder = MarkerBuilder(self.codec, self.prefix + self.kinematics.root, robot, self.sim)
-            self._description = node.create_publisher(f"{ns}/robot_description", "std_msgs/msg/String", LATCHED)
-            self._publish_description()
-            node.create_timer(DESCRIPTION_PERIOD_S, self._publish_description)
+    def _visual_publishers(self, ns: str) -> None:
+        from user.nodes.robot_markers import MarkerBuilder
+
+        assert self.kinematics is not None
+        node = self.node
+        self._tf = node.create_publisher("/tf", "tf2_msgs/msg/TFMessage", RELIABLE)
+        self._markers = node.create_publisher(f"{ns}/markers", "visualization_msgs/msg/MarkerArray", RELIABLE)
+        self.marker_builder = MarkerBuilder(self.codec, self.prefix + self.kinematics.root, self.robot, self.sim)
+        self._description = node.create_publisher(f"{ns}/robot_description", "std_msgs/msg/String", LATCHED)
+        self._publish_description()
+        node.create_timer(DESCRIPTION_PERIOD_S, self._publish_description)
 
     @property
     def frame_names(self) -> dict[str, str]:
