@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 from user.bus.base import BusError, QoS, ServiceError, ServiceTimeoutError
 from user.bus.zenoh_bus import ZenohBus
@@ -27,6 +28,21 @@ def stop_on_signals() -> threading.Event:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: event.set())
     return event
+
+
+def print_reports(stop: threading.Event, args: argparse.Namespace, report: Callable[[], str | None]) -> None:
+    """Print `report()` every second (`topic hz`, `topic bw`) until `stop`, `args.count` reports or
+    `args.timeout` seconds."""
+    reports = 0
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    while not stop.wait(1.0):
+        text = report()
+        print(text if text else "no new messages", flush=True)
+        reports += 1
+        if args.count is not None and reports >= args.count:
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            return
 
 
 def add_qos_options(parser: argparse.ArgumentParser, depth: bool = True) -> None:

@@ -17,7 +17,7 @@ import yaml
 
 from user.bus.base import BusError
 from user.bus.zenoh_bus import ZenohBus
-from user.cli.common import add_qos_options, open_tool_bus, qos_of, stop_on_signals
+from user.cli.common import add_qos_options, open_tool_bus, print_reports, qos_of, stop_on_signals
 from user.interfaces.codec import Codec, UnknownTypeError, default_codec
 from user.interfaces.convert import MessageDataError, from_data, to_data
 from user.runtime.node import Node
@@ -234,16 +234,7 @@ def run_hz(args: argparse.Namespace) -> int:
     meter = RateMeter(args.window)
     try:
         bus.create_subscription(args.topic, "unknown", lambda _payload: meter.tick(time.monotonic()), qos)
-        reports = 0
-        deadline = None if args.timeout is None else time.monotonic() + args.timeout
-        while not stop.wait(1.0):
-            text = meter.report()
-            print(text if text else "no new messages", flush=True)
-            reports += 1
-            if args.count is not None and reports >= args.count:
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                break
+        print_reports(stop, args, meter.report)
     finally:
         bus.close()
     return 0

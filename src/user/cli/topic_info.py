@@ -8,7 +8,7 @@ import time
 from collections import deque
 
 from user.bus.zenoh_graph import Endpoint, describe_qos
-from user.cli.common import open_tool_bus, qos_of, stop_on_signals
+from user.cli.common import open_tool_bus, print_reports, qos_of, stop_on_signals
 
 
 class UnknownTopicError(RuntimeError):
@@ -96,16 +96,7 @@ def run_bw(args: argparse.Namespace) -> int:
     try:
         bus.create_subscription(args.topic, "unknown", lambda payload: meter.add(time.monotonic(), len(payload)), qos)
         print(f"Subscribed to [{args.topic}]", flush=True)
-        reports = 0
-        deadline = None if args.timeout is None else time.monotonic() + args.timeout
-        while not stop.wait(1.0):
-            text = meter.report(time.monotonic())
-            print(text if text else "no new messages", flush=True)
-            reports += 1
-            if args.count is not None and reports >= args.count:
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                break
+        print_reports(stop, args, lambda: meter.report(time.monotonic()))
     finally:
         bus.close()
     return 0
