@@ -126,3 +126,27 @@ def test_a_node_process_publishes_diagnostics_that_topic_echo_shows(
     assert (names["chatty: node"]["level"], names["chatty: node"]["message"]) == (OK, "running")
     assert {kv["key"]: kv["value"] for kv in names["chatty: node"]["values"]}["kind"] == "Talker"
     talker.stop()
+
+
+def test_counting_framing_logging_and_the_environment(
+    make_bus: Callable[..., ZenohBus], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    codec = default_codec()
+    msg = to_message([Status("a: b", OK, "ok", {"big": 123456, "x": 0.5})], 0, codec)
+    assert msg.header.frame_id == "" and {kv.key: kv.value for kv in msg.status[0].values} == {
+        "big": "123456",
+        "x": "0.5",
+    }
+    monkeypatch.setenv("USER_DIAGNOSTICS_PERIOD_S", "3")
+    assert period_from_env() == 3.0
+    node = Broken(make_bus("broken2"))
+    publisher = DiagnosticsPublisher(node, 100.0)  # the timer never fires within the test
+    try:
+        assert publisher.published == 0
+        with caplog.at_level("ERROR"):
+            publisher.publish()
+            publisher.publish()
+        assert publisher.published == 2
+        assert "diagnostics of node broken2 failed" in caplog.text
+    finally:
+        publisher.close()
