@@ -13,7 +13,7 @@ from user.sim.arm_model import ArmModel
 from user.sim.arx_model import arx_model
 from user.sim.franka_model import fr3_model
 from user.sim.kinematics import ArmKinematics, LinkTransform
-from user.sim.urdf import TCP_LINK
+from user.sim.urdf import TCP_LINK, WRIST_OPTICAL_LINK
 
 
 def compose(transforms: list[LinkTransform], root: str, child: str) -> tuple[np.ndarray, np.ndarray]:
@@ -65,3 +65,21 @@ def test_bad_joint_positions_are_refused() -> None:
         kin.transforms(np.zeros(6), 0.5)
     with pytest.raises(ValueError, match="finite"):
         kin.transforms(np.array([np.nan] * 7), 0.5)
+
+
+def test_fingers_root_and_the_wrist_camera_frame() -> None:
+    arm = fr3_model()
+    kin = ArmKinematics(arm)
+    assert kin.root == "base" and ArmKinematics(arx_model()).root == "base_link"
+    for opening, expected in ((0.5, 0.5), (-1.0, 0.0), (2.0, 1.0)):
+        np.testing.assert_allclose(kin.finger_positions(opening), [expected * arm.finger_travel] * 2)
+    closed = {t.child: t for t in kin.transforms(np.asarray(arm.home), 0.0)}
+    opened = {t.child: t for t in kin.transforms(np.asarray(arm.home), 1.0)}
+    moved = np.linalg.norm(opened["left_finger"].translation - closed["left_finger"].translation)
+    assert moved == pytest.approx(arm.finger_travel, abs=1e-9)
+    assert "base" not in closed and all(t.parent != "world" for t in closed.values())
+    assert len(closed) == kin.model.nbody - 2 + 2  # every body but world and the root, then tcp and the camera
+    wrist = closed[WRIST_OPTICAL_LINK]
+    assert wrist.parent == arm.wrist_camera_body
+    np.testing.assert_allclose(wrist.translation, arm.wrist_camera_pos)
+    assert all(t.translation.dtype == np.float64 and t.rotation.dtype == np.float64 for t in closed.values())
