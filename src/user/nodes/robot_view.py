@@ -63,6 +63,8 @@ class RobotView:
         self._camera_seen: dict[str, float] = {}  # camera -> monotonic time its image last changed (a new frame)
         self._camera_stamp: dict[str, int] = {}  # camera -> the stamp of its last image
         self._camera_images: dict[str, int] = dict.fromkeys(cameras, 0)
+        self._pinholes: dict[str, Any] = {}  # camera -> ((width, height), K) of a simulated camera, or None
+        self._urdf = ""  # the robot_description, made once
         self.prefix = f"{robot.descriptor.robot_id}/"
         self.sim = _sim_of(robot)
         self.arm = self.sim.arm if self.sim is not None else _real_arm_model(robot)
@@ -182,7 +184,7 @@ class RobotView:
         from user.sim.urdf import arm_urdf
 
         assert self.arm is not None and self._description is not None
-        if not hasattr(self, "_urdf"):
+        if not self._urdf:
             self._urdf = arm_urdf(self.arm)
         self._description.publish(self.codec.msg_class("std_msgs/msg/String")(data=self._urdf))
 
@@ -242,7 +244,9 @@ class RobotView:
             return None  # a real camera's intrinsics come from its own driver (realsense2_camera publishes them)
         from user.nodes.robot_markers import pinhole
 
-        found = pinhole(self.sim, self.robot.config.cameras, camera)
+        if camera not in self._pinholes:  # the camera model does not change: computed once per camera
+            self._pinholes[camera] = pinhole(self.sim, self.robot.config.cameras, camera)
+        found = self._pinholes[camera]
         if found is None:
             return None
         (width, height), k = found
