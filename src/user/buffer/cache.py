@@ -12,6 +12,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
+import numpy as np
+
+from user.buffer.batch import TransitionBatch
+from user.buffer.row_ring import RowRing
 from user.interfaces.domain import Transition
 
 
@@ -29,6 +33,7 @@ class TransitionCache:
         self._lock = threading.Lock()
         self._items: OrderedDict[int, Transition] = OrderedDict()
         self._capacity = max(0, capacity)
+        self._rows = RowRing()  # the same transitions as columns: a batch of them without a loop
         self.hits = 0
         self.misses = 0
 
@@ -47,6 +52,8 @@ class TransitionCache:
                 return
             self._items[index] = transition
             self._evict()
+            if index in self._items:
+                self._rows.put(index, transition, self._capacity)
 
     def get(self, index: int) -> Transition | None:
         with self._lock:
@@ -67,6 +74,15 @@ class TransitionCache:
         self.misses += len(found) - hits
         return found
 
+    def take(self, indices: np.ndarray) -> TransitionBatch | None:
+        """The batch of transitions `indices` (images as stored) when every one is cached, else None (nothing
+        counted): one lock acquisition and a gather per field, whatever the batch size."""
+        with self._lock:
+            batch = self._rows.take(indices)
+        if batch is not None:
+            self.hits += len(indices)
+        return batch
+
     def __contains__(self, index: object) -> bool:
         with self._lock:
             return index in self._items
@@ -82,4 +98,5 @@ class TransitionCache:
 
     def _evict(self) -> None:
         while len(self._items) > self._capacity:
-            self._items.popitem(last=False)
+            index, _ = self._items.popitem(last=False)
+            self._rows.drop(index)

@@ -86,6 +86,32 @@ class RateLimiterConfig:
 
 
 @dataclass(frozen=True)
+class FramesConfig:
+    """How pixel batches are made: decoded off the learner's thread, in parallel, each frame once."""
+
+    cache_mb: float = setting(
+        2048.0,
+        "memory ceiling of decoded frames kept (the newest, at the batches' resolution; also bounded by the "
+        "frames of the transitions the transition cache holds); 0: no frame is kept, every batch decodes",
+        min=0.0,
+    )
+    workers: int = setting(0, "threads decoding frames (OpenCV releases the GIL); 0: one per usable core", min=0)
+    image_size: int | None = setting(
+        None, "frames are resized to image_size x image_size as they decode (area interpolation); null: as stored"
+    )
+    device: Literal["auto", "cpu", "cuda"] = setting(
+        "auto",
+        "where JPEGs decode: cpu (OpenCV), cuda (nvJPEG via torchvision; an error without it), auto (cuda when there)",
+        choices=("auto", "cpu", "cuda"),
+    )
+    prime: bool = setting(True, "decode the frames of each committed episode in the background, before sampling")
+
+    def __post_init__(self) -> None:
+        if self.image_size is not None and self.image_size < 1:
+            raise ValueError(f"frames.image_size must be at least 1 pixel (or null), not {self.image_size}")
+
+
+@dataclass(frozen=True)
 class BufferConfig:
     """The persistent replay buffer: storage, sampling and rate limiting (nested settings are frozen)."""
 
@@ -95,3 +121,4 @@ class BufferConfig:
     batch_size: int = setting(256, "transitions per batch", min=1)
     prefetch: int = setting(2, "batches prepared in the background (0: sample in the caller's thread)", min=0)
     decode_images: bool = setting(True, "batches carry decoded HxWx3 uint8 pixels (else the compressed bytes)")
+    frames: FramesConfig = setting(FramesConfig(), "decoding of pixel batches: threads, device, decoded-frame cache")

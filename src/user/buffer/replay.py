@@ -24,6 +24,7 @@ import numpy as np
 from user.buffer.batch import TransitionBatch, collate
 from user.buffer.config import BufferConfig
 from user.buffer.errors import BufferLockedError, ReadOnlyBufferError, SampleTimeoutError
+from user.buffer.frame_stage import FrameStage, PendingPixels
 from user.buffer.index import Index, TransitionQuery
 from user.buffer.info import BufferInfo, buffer_info
 from user.buffer.prefetch import Prefetcher
@@ -76,6 +77,18 @@ class ReplayBuffer:
         self._lock_fd = lock_fd
         self._prefetcher: Prefetcher[TransitionBatch] | None = None
         self._closed = False
+        self.frames = FrameStage(config.frames) if config.decode_images else None  # pixels of batches
+        if self.frames is not None:
+            storage.on_commit = self._committed
+        self._pending: PendingPixels | None = None  # the prefetch worker's batch whose frames are decoding
+        self.wait_s = 0.0  # time `sample` waited for a batch the rate limiter allowed (the feed, not the data)
+        self.sample_calls = 0
+
+    def _committed(self, transitions: Sequence[Transition]) -> None:
+        """An episode was stored: its frames are decoded ahead for the frame cache."""
+        if self.frames is not None:
+            self.frames.follow(self.storage.cache.capacity)
+            self.frames.prime(transitions)
 
     @classmethod
     def open(
@@ -192,14 +205,23 @@ class ReplayBuffer:
     def sample(self, batch_size: int | None = None, timeout_s: float = 30.0) -> TransitionBatch:
         """A batch, as soon as the rate limiter allows it; `SampleTimeoutError` at the deadline."""
         size = batch_size or self.config.batch_size
+        self.sample_calls += 1
         if self.config.prefetch > 0 and size == self.config.batch_size:
             if self._prefetcher is None:
-                self._prefetcher = Prefetcher(self._produce, self.config.prefetch)
-            return self._prefetcher.get(timeout_s)
-        batch = self._produce(timeout_s, size)
-        if batch is None:
+                self._prefetcher = Prefetcher(self._prefetch, self.config.prefetch)
+            # a batch drawn and queued, or data there and allowed: any wait is for the batch to be made
+            allowed, started = self._prefetcher.ready() > 0 or self.rate_limiter.can_sample(size), time.monotonic()
+            batch = self._prefetcher.get(timeout_s)
+            if allowed:
+                self.wait_s += time.monotonic() - started
+            return batch
+        allowed, started = self.rate_limiter.can_sample(size), time.monotonic()
+        made = self._produce(timeout_s, size)
+        if allowed and made is not None:  # made in this thread, data there: reading and decoding it was the wait
+            self.wait_s += time.monotonic() - started
+        if made is None:
             raise SampleTimeoutError(f"no batch of {size} allowed within {timeout_s:.3g} s ({self._why_waiting(size)})")
-        return batch
+        return made
 
     def _why_waiting(self, size: int) -> str:
         limiter = self.rate_limiter
@@ -209,9 +231,35 @@ class ReplayBuffer:
             return f"the {self.sampler.kind} sampler has nothing to draw from"
         return f"rate limit: {limiter.samples} sampled for {limiter.inserts} inserted"
 
-    def _produce(self, timeout_s: float, batch_size: int | None = None) -> TransitionBatch | None:
-        """One batch once the sampler has data and the rate limiter allows it; None at the deadline."""
-        size = batch_size or self.config.batch_size
+    def _prefetch(self, timeout_s: float) -> TransitionBatch | None:
+        """The prefetch worker's next batch. With pixels, a software pipeline one batch deep: the frames of the
+        batch drawn last decode on the decoder's threads while this thread reads the next one; the last is
+        returned once the next is started, or at once when no next batch is allowed now."""
+        size = self.config.batch_size
+        if self.frames is None:
+            return self._draw(timeout_s, size)
+        pending, self._pending = self._pending, None
+        try:
+            drawn = self._draw(0.0 if pending is not None else timeout_s, size)
+        except Exception:
+            self._pending = pending  # finished on the next call, after this error takes its turn
+            raise
+        if drawn is not None:
+            self.frames.follow(self.storage.cache.capacity)
+            self._pending = self.frames.start(drawn)
+        return self.frames.finish(pending) if pending is not None else None
+
+    def _produce(self, timeout_s: float, batch_size: int) -> TransitionBatch | None:
+        """One batch, pixels too, in this thread; None at the deadline."""
+        batch = self._draw(timeout_s, batch_size)
+        if batch is None or self.frames is None:
+            return batch
+        self.frames.follow(self.storage.cache.capacity)
+        return self.frames.pixels(batch)
+
+    def _draw(self, timeout_s: float, size: int) -> TransitionBatch | None:
+        """One batch (images as stored) once the sampler has data and the rate limiter allows it; None at the
+        deadline."""
         deadline = time.monotonic() + timeout_s
         while not self._closed:
             remaining = max(0.0, deadline - time.monotonic())
@@ -221,8 +269,10 @@ class ReplayBuffer:
             if self.sampler.candidates(self.storage.view()) > 0:
                 if self.rate_limiter.acquire(size, remaining):
                     indices = self.sampler.sample(self.storage.view(), size)
-                    transitions = self.storage.get(indices.tolist())
-                    return collate(transitions, indices, decode_images=self.config.decode_images)
+                    cached = self.storage.cache.take(indices)  # all cached: gathered by column
+                    if cached is not None:
+                        return cached
+                    return collate(self.storage.get(indices.tolist()), indices, decode_images=False)
             elif remaining > 0:
                 self.rate_limiter.wait_for_insert(remaining)
             if time.monotonic() >= deadline:
@@ -271,6 +321,8 @@ class ReplayBuffer:
         self.rate_limiter.close()
         if self._prefetcher is not None:
             self._prefetcher.close()
+        if self.frames is not None:
+            self.frames.close()
         try:
             if self.writer is not None:
                 self.writer.close()

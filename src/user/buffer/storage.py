@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ class DiskStorage:
         self._readers: OrderedDict[int, SegmentReader] = OrderedDict()
         self._segment_names: dict[int, str] = {}
         self.disk_reads = 0
+        self.on_commit: Callable[[Sequence[Transition]], None] | None = None  # told of each committed episode
         self.refresh()
 
     def __len__(self) -> int:
@@ -100,6 +101,8 @@ class DiskStorage:
         self._resize_cache()
         for row, transition in zip(rows, transitions, strict=True):
             self.cache.put(row.index, transition)
+        if self.on_commit is not None:
+            self.on_commit(transitions)
 
     def _resize_cache(self) -> None:
         self.cache.set_capacity(cache_capacity(self.config.cache_size, self.config.cache_ratio, len(self.columns)))

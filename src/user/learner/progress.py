@@ -55,6 +55,7 @@ COLUMNS = (
     "policy_version",
     "buffer_transitions",
     "idle_fraction",
+    "buffer_wait_fraction",  # of the wall time, waiting for a batch being made (decoding), not for data
     "recent_return_mean",  # the rest: over the latest RECENT_EPISODES online episodes, empty before the first
     "last_return",
     "recent_length_mean",
@@ -244,6 +245,7 @@ class ProgressLog:
             "policy_version": counters.policy_version,
             "buffer_transitions": buffered,
             "idle_fraction": f"{idle:.4f}",
+            "buffer_wait_fraction": f"{trainer.feed_wait_s / total if total > 0 else 0.0:.4f}",
         }
         if pooled is not None:
             row.update({column: f"{getattr(pooled, name):.6g}" for column, name in _WINDOW_COLUMNS.items()})

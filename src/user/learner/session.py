@@ -375,6 +375,7 @@ class LearningSession:
             "episodes": float(counters.episodes),
             "successes": float(counters.successes),
             "idle_fraction": self.trainer.idle_fraction(),
+            "buffer_wait_fraction": self.trainer.feed_wait_fraction(),
             "publishing_halted": float(self.halted is not None),
             "updates_per_step_reached": self.ratio_reached(c.gradient_steps, counters.env_steps),
             **self.progress.recent_values(),  # return, length, success, interventions of recent online episodes

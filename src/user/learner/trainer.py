@@ -55,6 +55,7 @@ class TrainerCounters:
     gradient_steps: int = 0  # the algorithm's own step counter after the last call
     busy_s: float = 0.0  # wall time spent in updates
     idle_s: float = 0.0  # wall time spent waiting for an allowed batch
+    feed_wait_s: float = 0.0  # of idle_s, the time data was there and allowed but the batch was still being made
     last: dict[str, float] = field(default_factory=dict)  # losses and diagnostics of the last update
 
 
@@ -88,6 +89,7 @@ class Trainer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = time.monotonic()
+        self._feed_wait_seen = 0.0  # the buffer's `wait_s` already counted
 
     # ---- modes ----------------------------------------------------------------------------------
 
@@ -132,6 +134,12 @@ class Trainer:
         c = self.counters
         total = c.busy_s + c.idle_s
         return c.idle_s / total if total > 0 else 1.0
+
+    def feed_wait_fraction(self) -> float:
+        """Share of wall time the learner waited for the buffer to make a batch of data it was allowed."""
+        c = self.counters
+        total = c.busy_s + c.idle_s
+        return c.feed_wait_s / total if total > 0 else 0.0
 
     def snapshot(self) -> TrainerCounters:
         with self._lock:
@@ -211,6 +219,9 @@ class Trainer:
         now = time.monotonic()
         c.idle_s += sampled - started
         c.busy_s += now - sampled
+        waited = self.buffer.wait_s
+        c.feed_wait_s += waited - self._feed_wait_seen
+        self._feed_wait_seen = waited
         c.update_calls += 1
         c.gradient_steps = stats.updates
         c.last = {

@@ -115,7 +115,7 @@ class MonitorNode(Node):
                 parts.append(
                     f"learner: {s.get('env_steps', 0.0):.0f} env steps, {self._update_rate(s):.1f} grad steps/s, "
                     f"{s['updates']:.0f} grad steps, policy v{s['policy_version']:.0f}, buffer {s['buffer']:.0f}, "
-                    f"idle {s.get('idle_fraction', 0.0):.0%}"
+                    f"idle {s.get('idle_fraction', 0.0):.0%} (batch feed {s.get('buffer_wait_fraction', 0.0):.0%})"
                 )
             else:
                 parts.append("learner: no stats yet")

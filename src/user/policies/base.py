@@ -157,7 +157,7 @@ class Policy(ABC):
 
     @property
     def device(self) -> torch.device:
-        """Where the actor's parameters live (preprocessing always produces host tensors)."""
+        """Where the actor's parameters live (image policies preprocess onto it; state-only ones on the host)."""
         return self._flat.buffer.device
 
     def to(self: P, device: str | torch.device) -> P:

@@ -81,7 +81,7 @@ class CNNPolicy(GaussianPolicy):
 
     def preprocess(self, state: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> TensorObs:
         pixels = {c: decode_batch(images[c], c) for c in self.config.observation.cameras if c in images}
-        return preprocess(state, pixels, self.config.observation)
+        return preprocess(state, pixels, self.config.observation, self.device)
 
     def encoder(self) -> Encoder:
         """A fresh encoder for a critic: same architecture, its own weights (pretrained ones loaded again)."""

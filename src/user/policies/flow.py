@@ -156,7 +156,7 @@ class FlowPolicy(Policy):
         if not cameras:
             return TensorObs(normalise_state(state, self.config.observation))
         pixels = {c: decode_batch(images[c], c) for c in cameras if c in images}
-        return preprocess(state, pixels, self.config.observation)
+        return preprocess(state, pixels, self.config.observation, self.device)
 
     def encoder(self) -> Encoder:
         """A fresh encoder of this policy's kind, for a critic."""

@@ -36,21 +36,35 @@ class ObservationConfig:
             raise ValueError("state_std entries must be positive")
 
 
-def normalise_state(state: npt.NDArray[np.float32], cfg: ObservationConfig) -> torch.Tensor:
-    """(B, S) numpy -> (B, S) float32 tensor, centred and scaled as configured."""
-    x = torch.as_tensor(np.asarray(state, dtype=np.float32))
+def to_device(x: torch.Tensor, device: torch.device | None) -> torch.Tensor:
+    """`x` on `device` (None: where it is); to a GPU from pinned host memory, without blocking the host."""
+    if device is None or x.device == device:
+        return x
+    if device.type == "cuda":
+        return x.pin_memory().to(device, non_blocking=True)
+    return x.to(device)
+
+
+def normalise_state(
+    state: npt.NDArray[np.float32], cfg: ObservationConfig, device: torch.device | None = None
+) -> torch.Tensor:
+    """(B, S) numpy -> (B, S) float32 tensor on `device`, centred and scaled as configured."""
+    x = to_device(torch.as_tensor(np.asarray(state, dtype=np.float32)), device)
     if x.dim() != 2:
         raise PolicyError(f"state batch must be (B, S), got shape {tuple(x.shape)}")
     if cfg.state_mean:
-        x = x - torch.tensor(cfg.state_mean, dtype=torch.float32)
+        x = x - torch.tensor(cfg.state_mean, dtype=torch.float32, device=x.device)
     if cfg.state_std:
-        x = x / torch.tensor(cfg.state_std, dtype=torch.float32)
+        x = x / torch.tensor(cfg.state_std, dtype=torch.float32, device=x.device)
     return x
 
 
-def preprocess_images(images: npt.NDArray[np.uint8], cfg: ObservationConfig) -> torch.Tensor:
-    """(B, H, W, 3) uint8 -> (B, 3, h, w) float32: crop, resize (bilinear), scale to [0, 1], normalise."""
-    x = torch.as_tensor(np.asarray(images))
+def preprocess_images(
+    images: npt.NDArray[np.uint8], cfg: ObservationConfig, device: torch.device | None = None
+) -> torch.Tensor:
+    """(B, H, W, 3) uint8 -> (B, 3, h, w) float32 on `device`: crop, resize (bilinear), scale to [0, 1], normalise.
+    The uint8 pixels travel to the device (a quarter of the float bytes) and are converted there."""
+    x = to_device(torch.as_tensor(np.asarray(images)), device)
     if x.dim() != 4 or x.shape[-1] != 3:
         raise PolicyError(f"image batch must be (B, H, W, 3), got shape {tuple(x.shape)}")
     if cfg.crop is not None:
@@ -61,16 +75,20 @@ def preprocess_images(images: npt.NDArray[np.uint8], cfg: ObservationConfig) -> 
     y = x.permute(0, 3, 1, 2).to(torch.float32) / 255.0
     if cfg.image_size is not None and tuple(y.shape[-2:]) != (cfg.image_size, cfg.image_size):
         y = F.interpolate(y, size=(cfg.image_size, cfg.image_size), mode="bilinear", align_corners=False)
-    mean = torch.tensor(cfg.image_mean, dtype=torch.float32).view(1, 3, 1, 1)
-    std = torch.tensor(cfg.image_std, dtype=torch.float32).view(1, 3, 1, 1)
+    mean = torch.tensor(cfg.image_mean, dtype=torch.float32, device=y.device).view(1, 3, 1, 1)
+    std = torch.tensor(cfg.image_std, dtype=torch.float32, device=y.device).view(1, 3, 1, 1)
     return (y - mean) / std
 
 
 def preprocess(
-    state: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]], cfg: ObservationConfig
+    state: npt.NDArray[np.float32],
+    images: Mapping[str, npt.NDArray[np.uint8]],
+    cfg: ObservationConfig,
+    device: torch.device | None = None,
 ) -> TensorObs:
-    """Raw batch -> `TensorObs` with the configured cameras (a missing camera is an error)."""
+    """Raw batch -> `TensorObs` with the configured cameras (a missing camera is an error), on `device`."""
     missing = [c for c in cfg.cameras if c not in images]
     if missing:
         raise PolicyError(f"observation has no image from camera {missing[0]!r} (has: {', '.join(images) or 'none'})")
-    return TensorObs(normalise_state(state, cfg), {c: preprocess_images(images[c], cfg) for c in cfg.cameras})
+    pixels = {c: preprocess_images(images[c], cfg, device) for c in cfg.cameras}
+    return TensorObs(normalise_state(state, cfg, device), pixels)

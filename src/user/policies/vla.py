@@ -68,7 +68,7 @@ class VLAPolicy(Policy):
         return self.config.execute_horizon or self.model.chunk_size
 
     def preprocess(self, state: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> TensorObs:
-        return preprocess(state, images, self.config.observation)
+        return preprocess(state, images, self.config.observation, self.device)
 
     def chunk(self, obs: TensorObs) -> torch.Tensor:
         """(B, H, A) action chunk for a preprocessed batch, shape checked, clipped to [-1, 1]."""

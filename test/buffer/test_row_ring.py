@@ -1,0 +1,113 @@
+"""The cached transitions as columns: a batch of cached rows equals what `collate` makes of the same rows."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from test.buffer.factories import transition
+from user.buffer.batch import ROW_ARRAYS, TransitionBatch, collate
+from user.buffer.cache import TransitionCache
+from user.buffer.row_ring import FIRST_SIZE, RowRing
+from user.interfaces.domain import Transition
+
+
+def items(n: int, steps: int = 10) -> list[Transition]:
+    out = []
+    for k in range(n):
+        t = transition("franka_1", k // steps, k % steps, steps, version=k % 3, demo=k % 4 == 0, intervened=k % 5 == 0)
+        out.append(dataclasses.replace(t, reward=float(k) / 7.0))
+    return out
+
+
+def assert_same(got: TransitionBatch, want: TransitionBatch) -> None:
+    for name in ROW_ARRAYS:
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert got.state_names == want.state_names
+    for side in ("images", "next_images"):
+        g, w = getattr(got, side), getattr(want, side)
+        assert g.keys() == w.keys()
+        for cam in g:
+            assert list(g[cam]) == list(w[cam]), (side, cam)
+
+
+def test_a_batch_of_cached_rows_is_the_collated_batch() -> None:
+    data = items(60)
+    cache = TransitionCache(60)
+    for i, t in enumerate(data):
+        cache.put(i, t)
+    indices = np.random.default_rng(3).integers(0, 60, size=40)
+    got = cache.take(indices)
+    assert got is not None
+    assert_same(got, collate([data[i] for i in indices], indices, decode_images=False))
+    assert cache.hits == 40
+
+
+def test_rows_the_cache_dropped_are_not_taken() -> None:
+    data = items(30)
+    cache = TransitionCache(10)
+    for i, t in enumerate(data):
+        cache.put(i, t)
+    assert cache.take(np.array([25, 29])) is not None
+    assert cache.take(np.array([25, 19])) is None  # 19 left the cache: the whole batch is collated instead
+    cache.set_capacity(2)
+    assert cache.take(np.array([27])) is None
+    assert cache.take(np.array([28, 29])) is not None
+
+
+def test_the_ring_grows_with_the_cache_and_keeps_its_rows() -> None:
+    n = FIRST_SIZE + 300
+    data = items(n, steps=50)
+    cache = TransitionCache(n)
+    for i, t in enumerate(data):
+        cache.put(i, t)
+    indices = np.array([0, 1, FIRST_SIZE - 1, FIRST_SIZE, n - 1])
+    got = cache.take(indices)
+    assert got is not None
+    assert_same(got, collate([data[i] for i in indices], indices, decode_images=False))
+
+
+def test_a_number_in_the_same_slot_is_not_mistaken_for_another() -> None:
+    ring = RowRing()
+    data = items(3)
+    ring.put(5, data[0], 1)
+    size = FIRST_SIZE
+    assert ring.take(np.array([5 + size])) is None  # same slot, another transition
+    got = ring.take(np.array([5]))
+    assert got is not None and got.indices.tolist() == [5]
+
+
+@pytest.mark.parametrize("change", ["state", "camera", "names"])
+def test_a_row_of_another_shape_is_not_kept(change: str) -> None:
+    data = items(4)
+    odd = data[1]
+    if change == "state":
+        odd = dataclasses.replace(odd, observation=dataclasses.replace(odd.observation, state=np.zeros(3, np.float32)))
+    elif change == "camera":
+        odd = dataclasses.replace(odd, observation=dataclasses.replace(odd.observation, images=()))
+    else:
+        names = tuple(f"s{k}" for k in range(odd.observation.state.size))
+        obs = dataclasses.replace(odd.observation, state_names=names)
+        odd = dataclasses.replace(odd, observation=obs)
+    ring = RowRing()
+    ring.put(0, data[0], 4)
+    ring.put(1, odd, 4)
+    ring.put(2, data[2], 4)
+    assert ring.take(np.array([0, 2])) is not None
+    assert ring.take(np.array([0, 1])) is None
+
+
+def test_dropping_a_row_releases_its_image_bytes() -> None:
+    data = items(2)
+    ring = RowRing()
+    ring.put(0, data[0], 2)
+    ring.drop(0)
+    assert ring.take(np.array([0])) is None
+    ring.put(1, data[1], 2)
+    ring.drop(0)  # not held any more: nothing else changes
+    got = ring.take(np.array([1]))
+    assert got is not None and list(got.images["wrist"]) == [data[1].observation.images[0].data]
