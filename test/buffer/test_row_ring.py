@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from test.buffer.factories import transition
-from user.buffer.batch import ROW_ARRAYS, TransitionBatch, collate
+from user.buffer.batch import ROW_ARRAYS, BatchError, TransitionBatch, collate
 from user.buffer.cache import TransitionCache
 from user.buffer.row_ring import FIRST_SIZE, RowRing
 from user.interfaces.domain import Transition
@@ -41,10 +41,37 @@ def test_a_batch_of_cached_rows_is_the_collated_batch() -> None:
     for i, t in enumerate(data):
         cache.put(i, t)
     indices = np.random.default_rng(3).integers(0, 60, size=40)
-    got = cache.take(indices)
-    assert got is not None
+    got, held = cache.take(indices)
+    assert got is not None and held.all()
     assert_same(got, collate([data[i] for i in indices], indices, decode_images=False))
     assert cache.hits == 40
+
+
+def test_a_batch_partly_cached_is_filled_with_the_collated_rest() -> None:
+    data = items(40)
+    cache = TransitionCache(20)
+    for i, t in enumerate(data):
+        cache.put(i, t)
+    indices = np.array([39, 3, 25, 3, 10, 20, 38])
+    got, held = cache.take(indices)
+    assert got is not None
+    assert held.tolist() == [True, False, True, False, False, True, True]
+    assert cache.hits == 4
+    rows = np.flatnonzero(~held)
+    rest = collate([data[i] for i in indices[rows]], indices[rows], decode_images=False)
+    assert_same(got.fill(rows, rest), collate([data[i] for i in indices], indices, decode_images=False))
+
+
+def test_rows_of_other_cameras_do_not_fill_a_batch() -> None:
+    data = items(4)
+    cache = TransitionCache(4)
+    cache.put(0, data[0])
+    got, held = cache.take(np.array([0, 1]))
+    assert got is not None
+    bare = dataclasses.replace(data[1], observation=dataclasses.replace(data[1].observation, images=()))
+    rest = collate([bare], np.array([1]), decode_images=False)
+    with pytest.raises(BatchError, match="cameras"):
+        got.fill(np.flatnonzero(~held), rest)
 
 
 def test_rows_the_cache_dropped_are_not_taken() -> None:
@@ -52,11 +79,11 @@ def test_rows_the_cache_dropped_are_not_taken() -> None:
     cache = TransitionCache(10)
     for i, t in enumerate(data):
         cache.put(i, t)
-    assert cache.take(np.array([25, 29])) is not None
-    assert cache.take(np.array([25, 19])) is None  # 19 left the cache: the whole batch is collated instead
+    assert cache.take(np.array([25, 29]))[1].tolist() == [True, True]
+    assert cache.take(np.array([25, 19]))[1].tolist() == [True, False]  # 19 left the cache: it is read instead
     cache.set_capacity(2)
-    assert cache.take(np.array([27])) is None
-    assert cache.take(np.array([28, 29])) is not None
+    assert cache.take(np.array([27]))[0] is None
+    assert cache.take(np.array([28, 29]))[1].all()
 
 
 def test_the_ring_grows_with_the_cache_and_keeps_its_rows() -> None:
@@ -66,8 +93,8 @@ def test_the_ring_grows_with_the_cache_and_keeps_its_rows() -> None:
     for i, t in enumerate(data):
         cache.put(i, t)
     indices = np.array([0, 1, FIRST_SIZE - 1, FIRST_SIZE, n - 1])
-    got = cache.take(indices)
-    assert got is not None
+    got, held = cache.take(indices)
+    assert got is not None and held.all()
     assert_same(got, collate([data[i] for i in indices], indices, decode_images=False))
 
 
@@ -76,8 +103,8 @@ def test_a_number_in_the_same_slot_is_not_mistaken_for_another() -> None:
     data = items(3)
     ring.put(5, data[0], 1)
     size = FIRST_SIZE
-    assert ring.take(np.array([5 + size])) is None  # same slot, another transition
-    got = ring.take(np.array([5]))
+    assert ring.take(np.array([5 + size]))[0] is None  # same slot, another transition
+    got, _ = ring.take(np.array([5]))
     assert got is not None and got.indices.tolist() == [5]
 
 
@@ -97,8 +124,8 @@ def test_a_row_of_another_shape_is_not_kept(change: str) -> None:
     ring.put(0, data[0], 4)
     ring.put(1, odd, 4)
     ring.put(2, data[2], 4)
-    assert ring.take(np.array([0, 2])) is not None
-    assert ring.take(np.array([0, 1])) is None
+    assert ring.take(np.array([0, 2]))[1].all()
+    assert ring.take(np.array([0, 1]))[1].tolist() == [True, False]
 
 
 def test_dropping_a_row_releases_its_image_bytes() -> None:
@@ -106,8 +133,8 @@ def test_dropping_a_row_releases_its_image_bytes() -> None:
     ring = RowRing()
     ring.put(0, data[0], 2)
     ring.drop(0)
-    assert ring.take(np.array([0])) is None
+    assert ring.take(np.array([0]))[0] is None
     ring.put(1, data[1], 2)
     ring.drop(0)  # not held any more: nothing else changes
-    got = ring.take(np.array([1]))
+    got, _ = ring.take(np.array([1]))
     assert got is not None and list(got.images["wrist"]) == [data[1].observation.images[0].data]

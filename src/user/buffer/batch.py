@@ -57,6 +57,22 @@ class TransitionBatch:
         """The rows at `rows` (indices, in their order, or a boolean mask) of every per-row array."""
         return self.map(lambda array: array[rows])
 
+    def fill(self, rows: np.ndarray, other: TransitionBatch) -> TransitionBatch:
+        """This batch with its rows `rows` set to `other`'s rows, in order, in place (the arrays must be this
+        batch's own, e.g. gathered); `BatchError` when they do not fit one batch (shapes, cameras, state names)."""
+        if other.images.keys() != self.images.keys() or other.next_images.keys() != self.next_images.keys():
+            raise BatchError(f"cannot mix transitions with cameras {sorted(self.images)} and {sorted(other.images)}")
+        names = _agree(self.state_names, other.state_names, f"transition {int(other.indices[0])}")
+        try:
+            for name in ROW_ARRAYS:
+                getattr(self, name)[rows] = getattr(other, name)
+            for name in CAMERA_ARRAYS:
+                for cam, array in getattr(self, name).items():
+                    array[rows] = getattr(other, name)[cam]
+        except ValueError as exc:
+            raise BatchError(f"transitions of one batch do not stack: {exc}") from exc
+        return replace(self, state_names=names)
+
     @staticmethod
     def concat(batches: Sequence[TransitionBatch]) -> TransitionBatch:
         """The rows of each batch in turn. The batches must have the same cameras and state names that agree

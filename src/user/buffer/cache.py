@@ -74,14 +74,14 @@ class TransitionCache:
         self.misses += len(found) - hits
         return found
 
-    def take(self, indices: np.ndarray) -> TransitionBatch | None:
-        """The batch of transitions `indices` (images as stored) when every one is cached, else None (nothing
-        counted): one lock acquisition and a gather per field, whatever the batch size."""
+    def take(self, indices: np.ndarray) -> tuple[TransitionBatch | None, np.ndarray]:
+        """(the batch of transitions `indices` with images as stored, which rows were cached): one lock
+        acquisition and a gather per field, whatever the batch size; the rows not cached are stale, to be
+        filled (`TransitionBatch.fill`); (None, all False) when none was."""
         with self._lock:
-            batch = self._rows.take(indices)
-        if batch is not None:
-            self.hits += len(indices)
-        return batch
+            batch, held = self._rows.take(indices)
+        self.hits += int(held.sum())
+        return batch, held
 
     def __contains__(self, index: object) -> bool:
         with self._lock:

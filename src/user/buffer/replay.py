@@ -269,15 +269,23 @@ class ReplayBuffer:
             if self.sampler.candidates(self.storage.view()) > 0:
                 if self.rate_limiter.acquire(size, remaining):
                     indices = self.sampler.sample(self.storage.view(), size)
-                    cached = self.storage.cache.take(indices)  # all cached: gathered by column
-                    if cached is not None:
-                        return cached
-                    return collate(self.storage.get(indices.tolist()), indices, decode_images=False)
+                    return self._rows(indices)
             elif remaining > 0:
                 self.rate_limiter.wait_for_insert(remaining)
             if time.monotonic() >= deadline:
                 return None
         return None
+
+    def _rows(self, indices: np.ndarray) -> TransitionBatch:
+        """The batch of `indices`, images as stored: cached rows gathered by column, the rest read and collated."""
+        batch, held = self.storage.cache.take(indices)
+        if batch is None:
+            return collate(self.storage.get(indices.tolist()), indices, decode_images=False)
+        if held.all():
+            return batch
+        rows = np.flatnonzero(~held)
+        missing = indices[rows]
+        return batch.fill(rows, collate(self.storage.get(missing.tolist()), missing, decode_images=False))
 
     # ---------------------------------------------------------------------------------------------- reports
 

@@ -130,17 +130,20 @@ class RowRing:
                 if col.dtype == object:
                     col[slot] = None
 
-    def take(self, indices: np.ndarray) -> TransitionBatch | None:
-        """The batch of transitions `indices` when every one is held here, else None."""
+    def take(self, indices: np.ndarray) -> tuple[TransitionBatch | None, np.ndarray]:
+        """(the batch of transitions `indices`, which of its rows are held here): rows not held are stale and are
+        for the caller to fill; (None, all False) when none is held."""
+        held = np.zeros(len(indices), dtype=bool)
         if not self._size or self.shape is None:
-            return None
+            return None, held
         slots = indices % self._size
-        if not np.array_equal(self._held[slots], indices):
-            return None
+        held = self._held[slots] == indices
         c, shape = self._cols, self.shape
-        if shape.state_names and shape.next_state_names and shape.state_names != shape.next_state_names:
-            return None  # collated, this is an error that names the transition
-        return TransitionBatch(
+        if not held.any() or (
+            shape.state_names and shape.next_state_names and shape.state_names != shape.next_state_names
+        ):
+            return None, np.zeros(len(indices), dtype=bool)  # collated, the names' disagreement is an error
+        batch = TransitionBatch(
             indices=np.asarray(indices, dtype=np.int64),
             **{name: c[name][slots] for name in ("state", "action", "reward", "next_state", "policy_version")},
             **{f: c[f][slots] for f in ("terminated", "truncated", "success", "is_demo", "intervened")},
@@ -148,3 +151,4 @@ class RowRing:
             next_images={cam: c[f"next_image:{cam}"][slots] for cam in shape.next_cameras},
             state_names=shape.state_names or shape.next_state_names,
         )
+        return batch, held
