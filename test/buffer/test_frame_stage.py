@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -224,3 +225,98 @@ def test_misses_fill_free_room_but_never_evict_held_frames(make_stage: MakeStage
     assert stage.cache.stats.evicted == evicted
     for cam in CAMERAS:
         assert all((cam, d) in stage.cache for d in held[cam] + frames_of(second, cam))
+
+
+class GatedDecoder(CountingDecoder):
+    """A counting decoder whose `decode_one` waits (bounded) until the gate opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def decode_one(self, data: bytes) -> np.ndarray:
+        assert self.gate.wait(PRIME_S), "the test never opened the gate"
+        return super().decode_one(data)
+
+
+def test_a_full_backlog_skips_decoding_ahead_and_counts_it(make_stage: MakeStage) -> None:
+    from user.buffer.frame_stage import MAX_PENDING_EPISODES
+
+    decoder = GatedDecoder()
+    stage = make_stage(decoder=decoder)
+    stage.follow(10_000)
+    episodes = [episode("franka_1", e, 2) for e in range(MAX_PENDING_EPISODES + 2)]
+    assert all(stage.prime(ep) for ep in episodes[:MAX_PENDING_EPISODES])
+    assert not stage.wait_primed(0.05)  # the first is still decoding: the deadline answers
+    assert not stage.prime(episodes[-2])
+    assert not stage.prime(episodes[-1])
+    assert stage.primed_skipped == 2
+    decoder.gate.set()
+    assert stage.wait_primed(PRIME_S)
+    assert stage.prime(episodes[-1])  # room again
+    assert stage.wait_primed(PRIME_S)
+    assert stage.primed_skipped == 2
+
+
+def test_priming_transitions_without_images_is_done_at_once(make_stage: MakeStage) -> None:
+    stage = make_stage()
+    assert stage.prime(episode("franka_1", 0, 3, images=False))
+    assert stage.wait_primed(0.0)
+
+
+def test_a_frame_that_does_not_decode_ahead_is_logged_once_per_cause(
+    make_stage: MakeStage, caplog: pytest.LogCaptureFixture
+) -> None:
+    stage = make_stage()
+    stage.follow(100)
+    bad = episode("franka_1", 0, 2)
+    broken = [
+        dataclasses.replace(
+            t,
+            observation=dataclasses.replace(
+                t.observation,
+                images=tuple(dataclasses.replace(img, data=b"not a jpeg") for img in t.observation.images),
+            ),
+        )
+        for t in bad
+    ]
+    with caplog.at_level(logging.WARNING, logger="user.buffer.frames"):
+        for _ in range(3):
+            assert stage.prime(broken)
+            assert stage.wait_primed(PRIME_S)
+    warnings = [r for r in caplog.records if "not decoded ahead" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "ImageCodecError" in warnings[0].getMessage() and "10 bytes" in warnings[0].getMessage()
+
+
+def test_a_camera_without_next_images_is_named(make_stage: MakeStage) -> None:
+    batch = batch_of(episode("franka_1", 0, 2))
+    lopsided = dataclasses.replace(batch, next_images={"front": batch.next_images["front"]})
+    with pytest.raises(BatchError, match="'wrist' is in the observations but not in the next"):
+        make_stage().pixels(lopsided)
+
+
+def test_closing_stops_decoding_ahead(make_stage: MakeStage) -> None:
+    decoder = GatedDecoder()
+    stage = make_stage(decoder=decoder)
+    stage.follow(100)
+    assert stage.prime(episode("franka_1", 0, 5))
+    stage.close()
+    decoder.gate.set()
+    assert stage.wait_primed(PRIME_S)
+    assert len(stage.cache) <= 1  # the frame being decoded at close may land; none after it
+
+
+def test_the_thread_decoding_ahead_runs_at_the_lowest_priority() -> None:
+    from user.buffer.frame_stage import _yield_cpu
+
+    seen: list[int] = []
+
+    def probe() -> None:
+        _yield_cpu()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join(PRIME_S)
+    assert seen == [19]

@@ -138,3 +138,61 @@ def test_dropping_a_row_releases_its_image_bytes() -> None:
     ring.drop(0)  # not held any more: nothing else changes
     got, _ = ring.take(np.array([1]))
     assert got is not None and list(got.images["wrist"]) == [data[1].observation.images[0].data]
+
+
+def test_rows_held_before_the_ring_grows_are_still_there_after() -> None:
+    data = items(3 * FIRST_SIZE, steps=100)
+    cache = TransitionCache(FIRST_SIZE)
+    for i in range(FIRST_SIZE):
+        cache.put(i, data[i])
+    cache.set_capacity(3 * FIRST_SIZE)  # the cache grows (a cache ratio over a growing buffer): the ring doubles
+    for i in range(FIRST_SIZE, len(data)):
+        cache.put(i, data[i])
+    indices = np.array([0, 1, 7, FIRST_SIZE - 1, FIRST_SIZE, 2 * FIRST_SIZE + 5, len(data) - 1], dtype=np.int32)
+    got, held = cache.take(indices)
+    assert got is not None and held.dtype == bool and held.all()
+    assert got.indices.dtype == np.int64
+    assert_same(got, collate([data[i] for i in indices], indices, decode_images=False))
+
+
+def named(t: Transition, obs: tuple[str, ...], nxt: tuple[str, ...]) -> Transition:
+    return dataclasses.replace(
+        t,
+        observation=dataclasses.replace(t.observation, state_names=obs),
+        next_observation=dataclasses.replace(t.next_observation, state_names=nxt),
+    )
+
+
+@pytest.mark.parametrize("next_named", [True, False])
+def test_a_batch_carries_the_state_names_collate_gives_it(next_named: bool) -> None:
+    data = items(3)
+    names = tuple(f"s{k}" for k in range(data[0].observation.state.size))
+    rows = [named(t, names, names if next_named else ()) for t in data]
+    ring = RowRing()
+    for i, t in enumerate(rows):
+        ring.put(i, t, 3)
+    indices = np.array([2, 0])
+    got, held = ring.take(indices)
+    assert got is not None and held.all()
+    assert got.state_names == names
+    assert_same(got, collate([rows[i] for i in indices], indices, decode_images=False))
+
+
+def test_rows_whose_next_state_names_differ_are_left_to_collate() -> None:
+    data = items(2)
+    size = data[0].observation.state.size
+    rows = [named(t, tuple(f"a{k}" for k in range(size)), tuple(f"b{k}" for k in range(size))) for t in data]
+    ring = RowRing()
+    for i, t in enumerate(rows):
+        ring.put(i, t, 2)
+    got, held = ring.take(np.array([0, 1]))
+    assert got is None
+    assert held.dtype == bool and not held.any()
+    with pytest.raises(BatchError, match="state names"):
+        collate(rows, np.array([0, 1]), decode_images=False)
+
+
+def test_an_empty_ring_holds_nothing() -> None:
+    got, held = RowRing().take(np.array([0, 1]))
+    assert got is None
+    assert held.dtype == bool and held.tolist() == [False, False]

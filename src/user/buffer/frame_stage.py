@@ -50,7 +50,7 @@ class PendingPixels:
 
     batch: TransitionBatch
     cameras: list[_CameraPixels] = field(default_factory=list)
-    error: Exception | None = None  # what went wrong while starting, raised by `finish`
+    error: BatchError | None = None  # what went wrong while starting, raised by `finish`
 
 
 def _yield_cpu() -> None:
@@ -70,7 +70,6 @@ class FrameStage:
     """Turns a batch's compressed frames into (B, H, W, 3) uint8 pixels; decodes committed frames ahead."""
 
     def __init__(self, config: FramesConfig, decoder: FrameDecoder | None = None) -> None:
-        self.config = config
         self.decoder = decoder or make_decoder(config)
         self.cache = FrameCache(0, int(config.cache_mb * MIB))
         self.primed_skipped = 0  # committed episodes not decoded ahead (the backlog was full)
@@ -103,7 +102,7 @@ class FrameStage:
                 if cam not in batch.next_images:
                     raise BatchError(f"camera {cam!r} is in the observations but not in the next observations")
                 pending.cameras.append(self._start_camera(cam, [*batch.images[cam], *batch.next_images[cam]]))
-        except (BatchError, ImageCodecError) as exc:
+        except BatchError as exc:
             pending.error = exc
         return pending
 
@@ -125,8 +124,6 @@ class FrameStage:
             half = len(part.out) // 2
             images[part.camera], next_images[part.camera] = part.out[:half], part.out[half:]
         if pending.error is not None:
-            if isinstance(pending.error, ImageCodecError):
-                raise BatchError(str(pending.error)) from pending.error
             raise pending.error
         return dataclasses.replace(pending.batch, images=images, next_images=next_images)
 
