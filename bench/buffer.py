@@ -23,8 +23,8 @@ configuration alike: read the ratios, not the absolute numbers.
    Cached rows of a batch are gathered by column (`user.buffer.row_ring`); the rest are read and collated.
    Cost of one cache miss, measured on its own over random transitions (page cache warm): `pread` of the
    record, CDR decode, conversion to a `Transition`, its row of `collate`, and (paid by pixel batches on a
-   miss) the decode of its four JPEGs on one thread. Target ("the paper's trend"): the rate at ratio r is no lower than the
-   cache-1.0 rate slowed by 256*(1-r) misses of that cost (within 15 %).
+   miss) the decode of its four JPEGs on one thread. Target ("the paper's trend"): the rate at ratio r is no
+   lower than the cache-1.0 rate slowed by 256*(1-r) misses of that cost (within 15 %).
 3. TorchRL: `torchrl.data.ReplayBuffer(LazyMemmapStorage(N), RandomSampler, batch_size=256)` filled with
    the same transitions as raw arrays (observation/next observation pixels as uint8 HxWx3, states,
    action, reward, done flags), no prefetch. Its sample rate beside ours (pixels vs pixels is like for
