@@ -52,6 +52,7 @@ MODULES: dict[str, tuple[str, str | None]] = {
     "arx5_interface": ("arx5-interface", None),
     "franky": ("franky-control", None),
     "pyspacemouse": ("pyspacemouse", None),
+    "torchvision": ("torchvision", None),
 }
 # Hardware SDKs imported lazily (inside the driver that needs them, whose error names the pip package) and not yet
 # in pyproject.toml: remove an entry once pyproject.toml has the distribution (the test says so).

@@ -12,7 +12,15 @@ from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_ev
 from user.nodes.monitor import MonitorNode
 
 CODEC = default_codec()
-STATS = {"updates": 100.0, "updates_per_second": 7.0, "policy_version": 3.0, "buffer": 10.0, "env_steps": 640.0}
+STATS = {
+    "updates": 100.0,
+    "updates_per_second": 7.0,
+    "policy_version": 3.0,
+    "buffer": 10.0,
+    "env_steps": 640.0,
+    "idle_fraction": 0.5,
+    "buffer_wait_fraction": 0.25,
+}
 
 
 def _end(
@@ -45,7 +53,9 @@ def test_the_line_shows_returns_per_robot_and_for_all_robots(make_bus: Callable[
     assert pooled == (
         "all robots: 4 ep, last 2: return -47.5 (last 5.0), length 125, success 50%, interventions 5.0/ep"
     )
-    assert learner == "learner: 640 env steps, 7.0 grad steps/s, 100 grad steps, policy v3, buffer 10, idle 0%"
+    assert learner == (
+        "learner: 640 env steps, 7.0 grad steps/s, 100 grad steps, policy v3, buffer 10, idle 50% (batch feed 25%)"
+    )
 
 
 def test_learner_rate_is_measured_between_lines(make_bus: Callable[..., ZenohBus]) -> None:

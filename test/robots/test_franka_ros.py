@@ -180,7 +180,7 @@ def test_bad_actions_publish_nothing_but_the_hold_target(robot: FrankaRosRobot, 
     robot.step(act(-0.5))
     hold = robot.target_pose
     assert hold is not None
-    assert wait_until(received(standin, hold), 5.0)
+    assert wait_until(received(standin, hold), 15.0)  # DDS under a loaded CI machine
     before = len(standin.targets)
     for bad in (act(float("nan")), act(0.0, float("inf")), np.zeros(3, np.float32)):
         for _ in range(3):
