@@ -27,11 +27,12 @@ What still differs between (a) and (b)/(c), by design of SB3: its actor clamps t
 project's, like CleanRL's, squashes it into [-5, 2]); its temperature loss is -log(alpha) (log pi + target)
 (the project's and CleanRL's -alpha (log pi + target)). Both bootstrap through time-limit truncations.
 And in (c), by design of the pipeline: the learner trains only on whole stored episodes, a robot that is not real
-time may run ahead of the ratio by `credit_tolerance` (256) transitions plus its running episode, and the learner
-stops at N transitions received without catching up; so (c) takes fewer gradient steps than (a) and (b), short by
-a few hundred whatever the run's length (0.75 gradient steps per transition after the warm-up in a 1.5k-step smoke
-run, nearer 1 in longer runs). The table's `upd/step` column (gradient steps per env step after the warm-up) shows
-what each variant did.
+time may run ahead of the ratio by `credit_tolerance` (256) transitions plus its running episode. At N
+transitions received the learner does the update calls it still owes for the episodes stored by then (robots get
+no more credit meanwhile: `stop_after.catch_up_s`), so (c) takes as many gradient steps per stored transition as
+(a) and (b); transitions of the episode running at the end are received but never stored, so per transition
+received it stays a little below 1. The table's `upd/step` column (gradient steps per env step after the warm-up)
+shows what each variant did.
 
 What is measured, the same way for all three (training returns, as a user of the pipeline sees them):
 

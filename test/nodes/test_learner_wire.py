@@ -16,6 +16,7 @@ import pytest
 from test.buffer import factories
 from test.conftest import wait_until
 from user.buffer.segments import TRANSITION_TYPE, Position
+from user.bus.base import BEST_EFFORT
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces import default_codec
 from user.interfaces.domain import Transition, transition_from_msg, transition_to_msg
@@ -284,5 +285,46 @@ def test_a_learner_that_reaches_its_stop_after_completes_the_run(
         assert wait_until(lambda: node.completed is not None, 10.0)
         assert node.completed == "2 episodes stored (stop_after.episodes 2)" and asked == ["stop"]
         assert node.failure is None
+    finally:
+        node.destroy()
+
+
+@pytest.mark.parametrize("catch_up_s", [60.0, 0.5])
+def test_a_learner_does_the_update_calls_owed_before_it_ends_the_run(
+    make_bus: Callable[..., ZenohBus], tmp_path: Path, catch_up_s: float
+) -> None:
+    """Issue 14: `stop_after.env_steps` met while training lags (its training thread stopped here): the run ends
+    only once the update calls the ratio owes for the transitions received by then are done, or at
+    `catch_up_s` whatever is still owed."""
+    from user.nodes.learner import LearnerNode
+
+    stop_after = {"env_steps": 30, "catch_up_s": catch_up_s}
+    params = {"robots": [ROBOT], "run_dir": str(tmp_path / "run"), "learning": LEARNING, "torch_threads": 1,
+              "pacing": {"min_transitions": 8}, "stats_period_s": 0.1, "stop_after": stop_after}  # fmt: skip
+    node = LearnerNode(make_bus("learner", params))
+    limiter = node.session.buffer.rate_limiter
+    try:
+        node.request_stop = lambda: None
+        trainer = node.session.trainer
+        assert trainer.stop(10.0)  # training lags: stopped until the condition is met
+        credits: list[int] = []  # the data credit robots that are not real time wait on
+        make_bus("probe").create_subscription("/data_credit", "user/msg/DataCredit", lambda p: credits.append(
+            int(CODEC.decode(p, "user/msg/DataCredit").credit)), BEST_EFFORT)  # fmt: skip
+        assert wait_until(lambda: bool(credits) and credits[-1] > 0, 10.0)
+        payloads = [_encode(t) for e in range(4) for t in episode(ROBOT, e, 10)]
+        _publish(make_bus, f"/{ROBOT}/transitions", payloads)
+        assert wait_until(lambda: node.ending is not None, 10.0)
+        ending = node.ending
+        assert ending is not None and ending.why.endswith("(stop_after.env_steps 30)")
+        assert ending.owed(limiter, node.params.learning.batch_size) > 1
+        heard = len(credits)
+        assert wait_until(lambda: len(credits) > heard + 2, 10.0) and set(credits[heard + 1 :]) == {0}  # no more data
+        ended_owing = wait_until(lambda: node.completed is not None, 1.0)
+        assert ended_owing == (catch_up_s < 1.0)  # owed calls keep the run going until the deadline
+        assert limiter.state_dict()["samples"] < ending.target  # no training meanwhile
+        trainer.start_async()
+        assert wait_until(lambda: node.completed is not None, 20.0)
+        assert node.completed == ending.why and node.failure is None
+        assert limiter.state_dict()["samples"] >= ending.target or ended_owing
     finally:
         node.destroy()

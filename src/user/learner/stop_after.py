@@ -1,11 +1,15 @@
 """`StopAfter`: when a run is complete. The learner checks it with every stats report; the first condition met
-ends the run: the learner saves its final checkpoint and exits with the run-complete code, on which `user bringup`
-and the ROS launch file stop every other node as on Ctrl-C and exit 0. Every condition at 0: run until stopped."""
+ends the run: the learner first does the gradient steps the update-to-data ratio still owes for the transitions
+received by then (`RunEnding`, at most `catch_up_s`), then saves its final checkpoint and exits with the
+run-complete code, on which `user bringup` and the ROS launch file stop every other node as on Ctrl-C and exit 0.
+Every condition at 0: run until stopped."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from user.buffer.rate_limiter import RateLimiter
 from user.config.strict import setting
 
 
@@ -23,6 +27,12 @@ class StopAfter:
     )
     success_episodes: int = setting(
         20, "success_rate: only once at least this many online episodes are in the window", min=1
+    )
+    catch_up_s: float = setting(
+        120.0,
+        "once a condition is met, seconds the learner may go on training to do the gradient steps the "
+        "update-to-data ratio still owes for the transitions received by then (0: end at once)",
+        min=0.0,
     )
 
     @property
@@ -49,3 +59,31 @@ class StopAfter:
             return (f"success rate {success:.0%} over the last {window} online episodes "
                     f"(stop_after.success_rate {self.success_rate:g})")  # fmt: skip
         return None
+
+
+@dataclass(frozen=True)
+class RunEnding:
+    """A run whose `stop_after` condition was met: it ends once the learner has sampled `target` transitions
+    (what the ratio allows for the transitions inserted when the condition was met, without the limiter's error
+    buffer) or at `deadline` (monotonic seconds), whichever comes first. Transitions inserted later are stored
+    but owe nothing."""
+
+    why: str  # the condition met, one line (`StopAfter.reached`)
+    target: float  # transitions sampled by the learner at which nothing is owed any more
+    deadline: float  # monotonic time at which the run ends whatever is still owed
+
+    @classmethod
+    def begin(cls, why: str, limiter: RateLimiter, now: float, catch_up_s: float) -> RunEnding:
+        state = limiter.state_dict()
+        spi, inserted = float(state["samples_per_insert"]), int(state["inserts"]) - int(state["min_size"])
+        sampled = float(state["samples"])
+        target = spi * inserted if spi > 0 and inserted > 0 else sampled  # no ratio (sync) or no data: none owed
+        return cls(why, target, now + catch_up_s)
+
+    def owed(self, limiter: RateLimiter, batch_size: int) -> int:
+        """Gradient steps (batches of `batch_size`) still owed."""
+        return max(0, math.ceil((self.target - int(limiter.state_dict()["samples"])) / max(1, batch_size)))
+
+    def due(self, limiter: RateLimiter, now: float) -> bool:
+        """The run ends now: nothing owed any more, or the deadline passed."""
+        return int(limiter.state_dict()["samples"]) >= self.target or now >= self.deadline

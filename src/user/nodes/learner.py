@@ -57,7 +57,7 @@ from user.learner.data_credit import DataCredit
 from user.learner.device import DEVICE_HELP
 from user.learner.health import LearnerHealth
 from user.learner.session import LearningSession, SessionConfig
-from user.learner.stop_after import StopAfter
+from user.learner.stop_after import RunEnding, StopAfter
 from user.runtime.diagnostics import Status
 from user.runtime.node import Node
 from user.sync.chunking import DTYPES
@@ -147,6 +147,7 @@ class LearnerNode(Node):
         self.publisher = self._weight_publisher(p)
         self._stats_pub = self.create_publisher(p.stats_topic, "user/msg/TrainingStats", RELIABLE)
         self._started = time.monotonic()  # stop_after.wall_time_s counts from here
+        self.ending: RunEnding | None = None  # a stop_after condition was met: the gradient steps owed, then the end
         self.credit: DataCredit | None = None  # async: what robots that can wait may still send
         self.rejected = 0  # valid transitions the buffer could not store (logged with the reason)
         self.refusals = Refusals(self.log)  # messages refused at the door, per cause (see user.interfaces.validate)
@@ -312,7 +313,7 @@ class LearnerNode(Node):
             self.codec.msg_class("user/msg/DataCredit")(
                 header=header(self.now_ns(), "", self.codec),
                 learner_id=self.params.learner_id,
-                credit=credit,
+                credit=0 if self.ending is not None else credit,  # the run is ending: no more data is owed
                 updates_per_step=self.params.pacing.updates_per_step,
             )
         )
@@ -348,15 +349,18 @@ class LearnerNode(Node):
             self.fail(f"publication halted: {self.session.halted}")
 
     def _check_complete(self) -> None:
-        """The run is complete once a `stop_after` condition is met (the final checkpoint is written on the way out)."""
-        stop_after = self.params.stop_after
-        if not stop_after.active:
-            return
-        c = self.session.counters
-        success, window = self.session.recent_success()
-        why = stop_after.reached(c.env_steps, c.episodes, time.monotonic() - self._started, success, window)
-        if why is not None:
-            self.complete(why)
+        """The run is complete once a `stop_after` condition is met and the update calls owed then are done."""
+        stop_after, now, limiter = self.params.stop_after, time.monotonic(), self.session.buffer.rate_limiter
+        if self.ending is None and stop_after.active:
+            c = self.session.counters
+            success, window = self.session.recent_success()
+            why = stop_after.reached(c.env_steps, c.episodes, now - self._started, success, window)
+            if why is not None:
+                self.ending = RunEnding.begin(why, limiter, now, stop_after.catch_up_s)
+                owed = self.ending.owed(limiter, self.params.learning.batch_size)
+                self.log.info("%s; %d update calls owed first (at most %g s)", why, owed, stop_after.catch_up_s)
+        if self.ending is not None and self.ending.due(limiter, now):
+            self.complete(self.ending.why)
 
     def _on_checkpoint(self, request: Any) -> Any:
         del request
