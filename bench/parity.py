@@ -29,10 +29,9 @@ project's, like CleanRL's, squashes it into [-5, 2]); its temperature loss is -l
 And in (c), by design of the pipeline: the learner trains only on whole stored episodes, a robot that is not real
 time may run ahead of the ratio by `credit_tolerance` (256) transitions plus its running episode. At N
 transitions received the learner does the update calls it still owes for the episodes stored by then (robots get
-no more credit meanwhile: `stop_after.catch_up_s`), so (c) takes as many gradient steps per stored transition as
-(a) and (b); transitions of the episode running at the end are received but never stored, so per transition
-received it stays a little below 1. The table's `upd/step` column (gradient steps per env step after the warm-up)
-shows what each variant did.
+no more credit meanwhile: `stop_after.catch_up_s`), so (c) takes as many gradient steps per env step as (a) and
+(b) (counted over its stored episodes, as its returns are). The table's `upd/step` column (gradient steps per
+env step after the warm-up) shows what each variant did.
 
 What is measured, the same way for all three (training returns, as a user of the pipeline sees them):
 
@@ -140,9 +139,10 @@ class RunResult:
         return {c: return_at(self.episodes, c, WINDOW_FRACTION * self.spec.steps) for c in self.spec.checkpoints}
 
     def updates_per_step(self) -> float | None:
-        """Gradient steps per env step after the warm-up (the pipeline: per transition its learner received)."""
+        """Gradient steps per env step after the warm-up (the pipeline: per step of its stored episodes, the steps
+        its returns are counted over; the episode running at the end is received, never stored nor owed)."""
         grads = self.extra.get("gradient_steps")
-        steps = int(self.extra.get("learner_env_steps", self.env_steps)) - self.spec.learning_starts
+        steps = self.env_steps - self.spec.learning_starts
         return grads / steps if grads is not None and steps > 0 else None
 
     def learning_s_per_step(self) -> float | None:
