@@ -49,6 +49,7 @@ def test_the_run_ends_once_the_update_calls_owed_then_are_done() -> None:
     assert (ending.why, ending.target, ending.deadline) == ("why", 2560.0, 130.0)
     assert ending.owed(limiter, batch_size=256) == 8
     assert ending.owed(limiter, batch_size=100) == 21  # a part batch counts as a call
+    assert ending.owed(limiter, batch_size=1) == 2048
     assert not ending.due(limiter, now=129.9)
     limiter.insert(50)
     limiter.samples = 2559

@@ -74,10 +74,8 @@ class RunEnding:
 
     @classmethod
     def begin(cls, why: str, limiter: RateLimiter, now: float, catch_up_s: float) -> RunEnding:
-        state = limiter.state_dict()
-        spi, inserted = float(state["samples_per_insert"]), int(state["inserts"]) - int(state["min_size"])
-        sampled = float(state["samples"])
-        target = spi * inserted if spi > 0 and inserted > 0 else sampled  # no ratio (sync) or no data: none owed
+        state = limiter.state_dict()  # no ratio (sync mode) or still warming up: a target of 0 or less, none owed
+        target = float(state["samples_per_insert"]) * (int(state["inserts"]) - int(state["min_size"]))
         return cls(why, target, now + catch_up_s)
 
     def owed(self, limiter: RateLimiter, batch_size: int) -> int:
