@@ -56,7 +56,7 @@ Variants and seeds are interleaved (per env: for each seed, the variants in an o
 that the machine's load hits all three alike. Every run's record goes to --json as soon as it ends.
 
 torch threads: (a) and (b) run with torch's default in this process, the pipeline's learner with its default
-(`torch_threads: 0`) and the rollout with 1 thread (its default).
+(`torch_threads: 0`, or --learner-threads) and the rollout with 1 thread (its default).
 
 Run (smoke: about 3 min in all on 2 shared cores):
     nice -n 10 .venv/bin/python bench/parity.py --envs Pendulum-v1 --seeds 1 --steps 1500 --learning-starts 500
@@ -113,6 +113,7 @@ class RunSpec:
     steps: int
     learning_starts: int
     lr: float
+    learner_threads: int = 0  # the pipeline learner's `torch_threads` (0: torch's default)
 
     @property
     def checkpoints(self) -> tuple[int, ...]:
@@ -317,6 +318,7 @@ def deployment(spec: RunSpec, endpoint: str, state_dim: int, action_dim: int) ->
         "buffer": {"sampler": {"kind": "uniform", "seed": spec.seed}},
         "stop_after": {"env_steps": spec.steps},
         "checkpoint_period_s": 0.0,  # one checkpoint, at the stop
+        "torch_threads": spec.learner_threads,
     }
     rollout = {"robots": [ROBOT], "learning": learning, "random_steps": spec.learning_starts}
     robot = {
@@ -478,7 +480,7 @@ def plan(args: argparse.Namespace) -> list[RunSpec]:
         for k, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
             shift = k % len(args.variants)
             for variant in [*args.variants[shift:], *args.variants[:shift]]:
-                specs.append(RunSpec(env, variant, seed, steps, starts, args.lr))
+                specs.append(RunSpec(env, variant, seed, steps, starts, args.lr, args.learner_threads))
     return specs
 
 
@@ -531,6 +533,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--learning-starts", type=int, default=None, help="random warm-up steps (default min(5000, steps/3))"
     )
     p.add_argument("--lr", type=float, default=3e-4, help="Adam rate of actor, critics and temperature (all variants)")
+    p.add_argument("--learner-threads", type=int, default=0, help="the pipeline learner's torch threads (0: default)")
     p.add_argument("--pipeline-timeout-s", type=float, default=None, help="default 300 + 0.5 s per env step")
     p.add_argument("--workdir", type=Path, default=None, help="keep the pipeline's configs and runs here")
     p.add_argument("--json", type=Path, default=None, help="write every run's record here")
