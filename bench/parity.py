@@ -55,8 +55,9 @@ What is measured, the same way for all three (training returns, as a user of the
 Variants and seeds are interleaved (per env: for each seed, the variants in an order rotated by the seed) so
 that the machine's load hits all three alike. Every run's record goes to --json as soon as it ends.
 
-torch threads: (a) and (b) run with torch's default in this process, the pipeline's learner with its default
-(`torch_threads: 0`, or --learner-threads) and the rollout with 1 thread (its default).
+torch threads: (a) and (b) run with torch's default in this process (every core), the pipeline's learner with
+its default (`torch_threads: 0`: every core but one, or --learner-threads) and the rollout with 1 thread (its
+default).
 
 Run (smoke: about 3 min in all on 2 shared cores):
     nice -n 10 .venv/bin/python bench/parity.py --envs Pendulum-v1 --seeds 1 --steps 1500 --learning-starts 500
@@ -113,7 +114,7 @@ class RunSpec:
     steps: int
     learning_starts: int
     lr: float
-    learner_threads: int = 0  # the pipeline learner's `torch_threads` (0: torch's default)
+    learner_threads: int = 0  # the pipeline learner's `torch_threads` (0: its default, every core but one)
 
     @property
     def checkpoints(self) -> tuple[int, ...]:
@@ -533,7 +534,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--learning-starts", type=int, default=None, help="random warm-up steps (default min(5000, steps/3))"
     )
     p.add_argument("--lr", type=float, default=3e-4, help="Adam rate of actor, critics and temperature (all variants)")
-    p.add_argument("--learner-threads", type=int, default=0, help="the pipeline learner's torch threads (0: default)")
+    p.add_argument("--learner-threads", type=int, default=0, help="pipeline learner's torch threads (0: its default)")
     p.add_argument("--pipeline-timeout-s", type=float, default=None, help="default 300 + 0.5 s per env step")
     p.add_argument("--workdir", type=Path, default=None, help="keep the pipeline's configs and runs here")
     p.add_argument("--json", type=Path, default=None, help="write every run's record here")

@@ -10,7 +10,7 @@ import torch
 from test.algorithms.factories import fixed_batch
 from user.algorithms.rlpd import RLPD, RLPDConfig
 from user.config.strict import ConfigError
-from user.learner.device import resolve_device
+from user.learner.device import resolve_device, training_threads
 from user.policies.cnn import CNNPolicy, CNNPolicyConfig
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
 from user.policies.preprocess import ObservationConfig
@@ -81,3 +81,12 @@ def test_rlpd_trains_and_round_trips_on_cpu(tmp_path: Path, images: bool) -> Non
 @pytest.mark.parametrize("images", [False, True])
 def test_rlpd_trains_and_round_trips_on_gpu(tmp_path: Path, images: bool) -> None:
     _train_and_round_trip("cuda", tmp_path, images)
+
+
+def test_the_learner_leaves_one_core_to_the_nodes_beside_it_unless_told() -> None:
+    """Issue 14: 0 threads = every usable core but one, never fewer than one; a set count is kept."""
+    assert training_threads(0, 2) == 1
+    assert training_threads(0, 16) == 15
+    assert training_threads(0, 1) == 1
+    assert training_threads(3, 2) == 3
+    assert training_threads(1, 16) == 1

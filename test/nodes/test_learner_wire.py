@@ -328,3 +328,22 @@ def test_a_learner_does_the_update_calls_owed_before_it_ends_the_run(
         assert limiter.state_dict()["samples"] >= ending.target or ended_owing
     finally:
         node.destroy()
+
+
+def test_a_learner_without_a_thread_count_leaves_a_core_to_the_nodes_beside_it(
+    make_bus: Callable[..., ZenohBus], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    import user.nodes.learner as learner_module
+
+    monkeypatch.setattr(learner_module, "usable_cores", lambda: 3)
+    before = torch.get_num_threads()
+    params = {"robots": [ROBOT], "run_dir": str(tmp_path / "run"), "learning": LEARNING,
+              "pacing": {"min_transitions": 10_000}}  # fmt: skip
+    try:
+        node = learner_module.LearnerNode(make_bus("learner", params))
+        node.destroy()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

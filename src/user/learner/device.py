@@ -7,6 +7,14 @@ import torch
 from user.config.strict import ConfigError
 
 DEVICE_HELP = "where the learner trains: cpu, cuda, cuda:N, or auto (the first GPU when there is one, else cpu)"
+THREADS_HELP = "torch CPU threads; 0 = every usable core but one (at least 1), which robots, rollout and router get"
+
+
+def training_threads(setting: int, cores: int) -> int:
+    """The learner's torch threads: `setting`, or with 0 all of `cores` but one. Measured on 2 cores (BENCHMARKS.md,
+    parity): torch's 2 threads beside the robot, rollout and router processes wait on the thread the others
+    preempt at every operation, so one thread trains faster there (15.4 against 16.4-20.2 ms a step)."""
+    return setting if setting > 0 else max(1, cores - 1)
 
 
 def resolve_device(name: str) -> torch.device:

@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from user.buffer.config import BufferConfig
+from user.buffer.frame_decode import usable_cores
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Transition, is_canonical_transition, transition_from_msg
@@ -54,7 +55,7 @@ from user.interfaces.stamps import header
 from user.interfaces.validate import InvalidMessageError, check_episode_event, check_transition
 from user.learner.config import LearningConfig, PacingConfig
 from user.learner.data_credit import DataCredit
-from user.learner.device import DEVICE_HELP
+from user.learner.device import DEVICE_HELP, THREADS_HELP, training_threads
 from user.learner.health import LearnerHealth
 from user.learner.session import LearningSession, SessionConfig
 from user.learner.stop_after import RunEnding, StopAfter
@@ -90,7 +91,7 @@ class LearnerParams:
         60.0, "checkpoint at most this often while training, s; 0 = only at exit", min=0.0
     )
     keep_checkpoints: int = setting(3, "numbered checkpoints kept beside latest.pt", min=1)
-    torch_threads: int = setting(0, "torch CPU threads; 0 = torch's default", min=0)
+    torch_threads: int = setting(0, THREADS_HELP, min=0)
     device: str = setting("cpu", DEVICE_HELP)
     sync_train_timeout_s: float = setting(600.0, "sync mode: longest training phase, s", min=1.0)
     credit_topic: str = setting(
@@ -127,8 +128,7 @@ class LearnerNode(Node):
     def __init__(self, bus: Bus) -> None:
         super().__init__(bus)
         p = self.params = self.declare_parameters(LearnerParams)
-        if p.torch_threads:
-            torch.set_num_threads(p.torch_threads)
+        torch.set_num_threads(training_threads(p.torch_threads, usable_cores()))
         self.session = LearningSession(
             SessionConfig(
                 run_dir=Path(p.run_dir),
