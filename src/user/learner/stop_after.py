@@ -1,6 +1,6 @@
 """`StopAfter`: when a run is complete. The learner checks it with every stats report; the first condition met
-ends the run: the learner first does the gradient steps the update-to-data ratio still owes for the transitions
-received by then (`RunEnding`, at most `catch_up_s`), then saves its final checkpoint and exits with the
+ends the run: the learner first does the update calls the update-to-data ratio still owes for the transitions
+stored by then (`RunEnding`, at most `catch_up_s`), then saves its final checkpoint and exits with the
 run-complete code, on which `user bringup` and the ROS launch file stop every other node as on Ctrl-C and exit 0.
 Every condition at 0: run until stopped."""
 
@@ -30,8 +30,8 @@ class StopAfter:
     )
     catch_up_s: float = setting(
         120.0,
-        "once a condition is met, seconds the learner may go on training to do the gradient steps the "
-        "update-to-data ratio still owes for the transitions received by then (0: end at once)",
+        "once a condition is met, seconds the learner may go on training to do the update calls the "
+        "update-to-data ratio still owes for the transitions stored by then (0: end at once)",
         min=0.0,
     )
 
@@ -79,7 +79,7 @@ class RunEnding:
         return cls(why, target, now + catch_up_s)
 
     def owed(self, limiter: RateLimiter, batch_size: int) -> int:
-        """Gradient steps (batches of `batch_size`) still owed."""
+        """Update calls (batches of `batch_size` rows) still owed."""
         return max(0, math.ceil((self.target - int(limiter.state_dict()["samples"])) / max(1, batch_size)))
 
     def due(self, limiter: RateLimiter, now: float) -> bool:
