@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from user.buffer import BufferConfig, ReplayBuffer, SamplerConfig, StorageConfig, collate
+from user.buffer.next_frames import is_elided, restore
 from user.buffer.segments import TRANSITION_TYPE
 from user.interfaces.domain import Action, EncodedImage, Observation, Transition, transition_from_msg
 from user.interfaces.images import decode_image, encode_jpeg
@@ -445,6 +446,18 @@ class MissCost:
         return self.read_us + self.cdr_us + self.convert_us + self.collate_us
 
 
+def _timed_read(storage: Any, view: Any, i: int) -> tuple[Transition, tuple[int, int, int]]:
+    """Record `i` as it is stored, and the ns its read, CDR decode and conversion took."""
+    seg, pos = view.position(i)
+    t0 = time.perf_counter_ns()
+    payload = storage.read_payload(seg, pos)
+    t1 = time.perf_counter_ns()
+    msg = storage.codec.decode(payload, TRANSITION_TYPE)
+    t2 = time.perf_counter_ns()
+    t = transition_from_msg(msg)
+    return t, (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
+
+
 def miss_cost(directory: Path, n: int, count: int) -> MissCost:
     buf = ReplayBuffer.open(directory, BufferConfig(storage=StorageConfig(cache_size=0)), read_only=True)
     try:
@@ -458,20 +471,17 @@ def miss_cost(directory: Path, n: int, count: int) -> MissCost:
             picks = sorted({int(i) for i in rng.integers(0, n, size=BATCH)}, key=view.position)
             batch: list[Transition] = []
             for i in picks:
-                seg, pos = view.position(i)
-                t0 = time.perf_counter_ns()
-                payload = storage.read_payload(seg, pos)
-                t1 = time.perf_counter_ns()
-                msg = storage.codec.decode(payload, TRANSITION_TYPE)
-                t2 = time.perf_counter_ns()
-                t = transition_from_msg(msg)
+                t, (r, c, v) = _timed_read(storage, view, i)
+                if is_elided(t):  # its next frames are in the next step's record (`user.buffer.next_frames`)
+                    successor, (r2, c2, v2) = _timed_read(storage, view, i + 1)
+                    t, r, c, v = restore(t, successor), r + r2, c + c2, v + v2
                 t3 = time.perf_counter_ns()
                 if done % 4 == 0:
                     for o in (t.observation, t.next_observation):
                         for img in o.images:
                             decode_image(img.data)
                     images += time.perf_counter_ns() - t3
-                read, cdr, convert = read + t1 - t0, cdr + t2 - t1, convert + t3 - t2
+                read, cdr, convert = read + r, cdr + c, convert + v
                 batch.append(t)
                 done += 1
             t4 = time.perf_counter_ns()

@@ -79,12 +79,16 @@ def test_cache_miss_reads_the_same_transition_from_disk(tmp_path: Path) -> None:
         assert len(storage.cache) == 5 and storage.cache.oldest() == len(buf) - 5
         reads = storage.disk_reads
         (old,) = buf.get([1])
-        assert storage.disk_reads == reads + 1
+        assert storage.disk_reads == reads + 2  # its next frames are in step 2's record, not cached either
         expected = transition("a", 0, 1, 4, demo=True)
         assert old.observation.images == expected.observation.images
+        assert old.next_observation.images == expected.next_observation.images
         assert np.array_equal(old.action.data, expected.action.data) and old.is_demo
         buf.get([len(buf) - 1])
-        assert storage.disk_reads == reads + 1  # newest data is served from memory
+        assert storage.disk_reads == reads + 2  # newest data is served from memory
+        last = storage.read(3)  # the episode's last step holds its next frames itself: one record read
+        assert storage.disk_reads == reads + 3
+        assert last.next_observation.images == transition("a", 0, 3, 4, demo=True).next_observation.images
 
 
 def test_cache_size_as_ratio(tmp_path: Path) -> None:

@@ -12,9 +12,10 @@ from mcap.reader import make_reader
 from test.buffer.factories import episode, transition
 from test.buffer.fsyncs import record_fsyncs
 from user.buffer.config import StorageConfig
-from user.buffer.errors import BufferError, EpisodeNotStoredError
+from user.buffer.errors import BufferError, EpisodeNotStoredError, InvalidTransitionError
 from user.buffer.index import Index, TransitionRow
 from user.buffer.metadata import read_metadata
+from user.buffer.next_frames import IN_NEXT_STEP, elided
 from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TRANSITION_TOPIC, TRANSITION_TYPE, Position
 from user.buffer.storage import DiskStorage, segment_path
 from user.buffer.writer import EpisodeWriter, segment_name
@@ -61,6 +62,12 @@ def _wire(t: object) -> bytes:
     return CODEC.encode(transition_to_msg(t, CODEC))  # type: ignore[arg-type]
 
 
+def _as_stored(steps: list[Transition]) -> list[Transition]:
+    """An episode's steps as its records hold them: each frame once, the next frames of all but the last step
+    left to the step after it (`user.buffer.next_frames`)."""
+    return [elided(t) for t in steps[:-1]] + steps[-1:]
+
+
 def _stored(w: EpisodeWriter, row: TransitionRow) -> Transition:
     """The transition in the segment file at the position `row` gives."""
     data = w.storage.read_payload(row.segment_id, Position(row.offset, row.length))
@@ -91,13 +98,14 @@ def test_a_stored_episode_leaves_every_field_in_the_index(tmp_path: Path, writer
     assert (row.start_wall_ns, row.end_wall_ns) == (100, 400)
     rows = w.index.transitions()
     assert [r.index for r in rows] == [0, 1, 2, 3] and {r.episode for r in rows} == {0}
-    for r, t, ns in zip(rows, steps, walls, strict=True):
+    for r, t, ns, kept in zip(rows, steps, walls, _as_stored(steps), strict=True):
         assert (r.robot_id, r.task, r.episode_id, r.step, r.wall_ns, r.sim_ns) == (
             "arm", "peg_insertion", 7, t.step, ns, t.stamp_ns
         )  # fmt: skip
         assert (r.reward, r.terminated, r.truncated, r.success) == (t.reward, t.terminated, t.truncated, t.success)
         assert (r.intervened, r.is_demo, r.policy_version) == (t.action.intervened, t.is_demo, t.action.policy_version)
-        assert _wire(_stored(w, r)) == _wire(t)
+        assert _wire(_stored(w, r)) == _wire(kept)
+        assert _wire(w.storage.read(r.index)) == _wire(t)
 
 
 def test_the_segment_brackets_each_episode_with_start_and_end_events(
@@ -129,7 +137,7 @@ def test_the_segment_brackets_each_episode_with_start_and_end_events(
         EpisodeKind.END, 3, 1.0, True, 3
     )  # fmt: skip
     assert (end.policy_version, end.stamp_ns) == (6, 3000)  # type: ignore[attr-defined]
-    assert [_wire(t) for _, t in got[1:-1]] == [_wire(t) for t in steps]
+    assert [_wire(t) for _, t in got[1:-1]] == [_wire(t) for t in _as_stored(steps)]
 
 
 def test_steps_without_a_wall_time_take_the_writers_clock(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
@@ -310,7 +318,7 @@ def _padded(t: Transition) -> bytes:
 def test_bytes_given_with_a_transition_are_stored_as_they_came(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
     w = _writer(tmp_path)
     writers.append(w)
-    steps = episode("arm", 0, 3)
+    steps = episode("arm", 0, 3, images=False)  # with images, see the next test
     first, last = _padded(steps[0]), _padded(steps[2])
     for t, payload in zip(steps, [first, None, last], strict=True):
         w.add(t, payload=payload)
@@ -320,10 +328,55 @@ def test_bytes_given_with_a_transition_are_stored_as_they_came(tmp_path: Path, w
     assert all(_wire(_stored(w, r)) == _wire(t) for r, t in zip(rows, steps, strict=True))
 
 
+def test_bytes_given_with_images_are_stored_with_each_frame_once(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
+    """A step's next frames are the next step's observation frames: stored once, in the next step's record, the
+    bytes given encoded again without them; the last step keeps its own. Read back, every step is whole."""
+    w = _writer(tmp_path)
+    writers.append(w)
+    steps = episode("arm", 0, 3)
+    for t in steps:
+        w.add(t, payload=_padded(t))
+    rows = w.index.transitions()
+    assert [_payload(w, r) for r in rows] == [_wire(t) for t in _as_stored(steps)]
+    w.roll()
+    data = segment_path(tmp_path, segment_name(0)).read_bytes()
+    frames = [t.observation.images for t in steps] + [steps[-1].next_observation.images]
+    assert [data.count(f[0].data) for f in frames] == [2, 2, 2, 2]  # each step's frame, in both cameras, once
+    assert [_wire(t) for t in w.storage.get([0, 1, 2])] == [_wire(t) for t in steps]
+    assert [_wire(w.storage.read(r.index)) for r in rows] == [_wire(t) for t in steps]
+
+
+def test_a_step_whose_next_frames_are_not_the_next_steps_keeps_them(
+    tmp_path: Path, writers: list[EpisodeWriter]
+) -> None:
+    """A camera that gave step 1 another frame than step 0's next one breaks the chain there: step 0 is stored
+    whole, and reads back as it came."""
+    w = _writer(tmp_path)
+    writers.append(w)
+    steps = episode("arm", 0, 3)
+    wrist, front = steps[1].observation.images
+    other = replace(steps[1], observation=replace(steps[1].observation, images=(wrist, replace(front, data=b"x"))))
+    steps[1] = other
+    assert w.add_episode(steps) == 0
+    rows = w.index.transitions()
+    assert [_payload(w, r) for r in rows] == [_wire(steps[0]), _wire(elided(steps[1])), _wire(steps[2])]
+    assert [_wire(w.storage.read(r.index)) for r in rows] == [_wire(t) for t in steps]
+
+
+def test_an_image_in_the_placeholder_format_is_refused(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
+    w = _writer(tmp_path)
+    writers.append(w)
+    t = episode("arm", 0, 2)[0]
+    bad = replace(t.observation.images[1], format=IN_NEXT_STEP)
+    with pytest.raises(InvalidTransitionError, match="image of camera 'front' has format 'user/in-next-step'"):
+        w.add(replace(t, observation=replace(t.observation, images=(t.observation.images[0], bad))))
+    assert w.pending_steps() == {} and w.transitions_refused == 1
+
+
 def test_an_operator_reset_encodes_the_step_it_changes(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
     w = _writer(tmp_path)
     writers.append(w)
-    steps = episode("arm", 0, 5)[:2]
+    steps = episode("arm", 0, 5, images=False)[:2]
     for t in steps:
         w.add(t, payload=_padded(t))
     assert w.end_episode("arm", 0, 2) == 0
@@ -335,7 +388,7 @@ def test_an_operator_reset_encodes_the_step_it_changes(tmp_path: Path, writers: 
 def test_a_resent_episode_stores_the_bytes_given_with_it(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
     w = _writer(tmp_path)
     writers.append(w)
-    steps = episode("arm", 3, 3)
+    steps = episode("arm", 3, 3, images=False)
     given = [None, _padded(steps[1]), _padded(steps[2])]
     assert w.add_episode(steps, payloads=given) == 0
     rows = w.index.transitions()

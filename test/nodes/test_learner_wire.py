@@ -1,6 +1,8 @@
 """The learner stores a transition's bytes as they arrived on the wire: byte-identical to what was published
 (and to what encoding the decoded transition gives), decoding back to the same transition; bytes it could not
-store as they came are encoded afresh. Over real Zenoh, live and re-sent episodes."""
+store as they came are encoded afresh, and so are transitions with images, whose next frames are stored once, in
+the next step's record (read back, they are byte-identical to what was published). Over real Zenoh, live and
+re-sent episodes."""
 
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ import pytest
 
 from test.buffer import factories
 from test.conftest import wait_until
-from user.buffer.segments import TRANSITION_TYPE, Position
+from user.buffer.next_frames import elided
+from user.buffer.segments import Position
 from user.bus.base import BEST_EFFORT
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces import default_codec
-from user.interfaces.domain import Transition, transition_from_msg, transition_to_msg
+from user.interfaces.domain import Transition, transition_to_msg
 from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
 
 pytestmark = pytest.mark.timeout(60)
@@ -48,12 +51,12 @@ def learner(make_bus: Callable[..., ZenohBus], tmp_path: Path) -> Iterator[Any]:
     node.destroy()
 
 
-def episode(robot: str, episode_id: int, steps: int) -> list[Transition]:
+def episode(robot: str, episode_id: int, steps: int, *, images: bool = True) -> list[Transition]:
     """The buffer tests' episode with its actions inside the normalised action space [-1, 1] (the learner's door
     refuses others)."""
     return [
         replace(t, action=replace(t.action, data=t.action.data / steps))
-        for t in factories.episode(robot, episode_id, steps)
+        for t in factories.episode(robot, episode_id, steps, images=images)
     ]
 
 
@@ -62,12 +65,12 @@ def _encode(t: Transition) -> bytes:
 
 
 def _stored(learner: Any) -> list[tuple[bytes, Transition]]:
-    """(bytes in the segment, the transition they decode to) of every stored transition, in buffer order."""
+    """(bytes in the segment, the transition read back from disk) of every stored transition, in buffer order."""
     storage = learner.session.buffer.storage
     out = []
     for row in storage.index.transitions():
         payload = storage.read_payload(row.segment_id, Position(row.offset, row.length))
-        out.append((payload, transition_from_msg(CODEC.decode(payload, TRANSITION_TYPE))))
+        out.append((payload, storage.read(row.index)))
     return out
 
 
@@ -96,7 +99,7 @@ def _count_encodes(learner: Any, monkeypatch: pytest.MonkeyPatch) -> list[Transi
 def test_transitions_are_stored_byte_identical_to_the_wire(
     learner: Any, make_bus: Callable[..., ZenohBus], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    live = episode(ROBOT, 0, 3)
+    live = episode(ROBOT, 0, 3, images=False)
     sent = [_encode(t) for t in live]
     encoded = _count_encodes(learner, monkeypatch)
     _publish(make_bus, f"/{ROBOT}/transitions", sent)
@@ -111,7 +114,7 @@ def test_transitions_are_stored_byte_identical_to_the_wire(
 def test_a_resent_episode_is_stored_byte_identical(
     learner: Any, make_bus: Callable[..., ZenohBus], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    resent = episode(ROBOT, 4, 2)
+    resent = episode(ROBOT, 4, 2, images=False)
     sent = [_encode(t) for t in resent]
     encoded = _count_encodes(learner, monkeypatch)
     _publish(make_bus, f"/{ROBOT}/transitions/replay", sent)
@@ -123,7 +126,7 @@ def test_a_resent_episode_is_stored_byte_identical(
 def test_bytes_that_are_not_what_an_encode_gives_are_encoded_afresh(
     learner: Any, make_bus: Callable[..., ZenohBus], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    live = episode(ROBOT, 0, 2)
+    live = episode(ROBOT, 0, 2, images=False)
     encoded = _count_encodes(learner, monkeypatch)
     odd = transition_to_msg(live[0], CODEC)
     odd.header.frame_id = "not the observation's frame"  # a field the stored transition does not keep
@@ -134,6 +137,21 @@ def test_bytes_that_are_not_what_an_encode_gives_are_encoded_afresh(
     assert [payload for payload, _ in stored] == [_encode(t) for t in live]
     assert all(payload != wire for (payload, _), wire in zip(stored, sent, strict=True))
     assert len(encoded) == 2
+
+
+def test_transitions_with_images_store_each_frame_once_and_read_back_as_sent(
+    learner: Any, make_bus: Callable[..., ZenohBus], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live = episode(ROBOT, 0, 3)
+    sent = [_encode(t) for t in live]
+    encoded = _count_encodes(learner, monkeypatch)
+    _publish(make_bus, f"/{ROBOT}/transitions", sent)
+    assert wait_until(lambda: learner.session.counters.episodes == 1, 20.0)
+    stored = _stored(learner)
+    assert [_encode(t) for _, t in stored] == sent  # read back: what was sent, frames included
+    assert [payload for payload, _ in stored] == [_encode(elided(t)) for t in live[:2]] + [sent[2]]
+    assert [t.step for t in encoded] == [0, 1, 2, 2]  # each without its next frames, then the last one whole
+    assert learner.rejected == 0
 
 
 def test_an_episode_a_reset_cut_short_is_stored_truncated_and_acknowledged(

@@ -13,6 +13,7 @@ from collections.abc import Sequence, Sized
 
 import numpy as np
 
+from user.buffer.next_frames import image_problem
 from user.interfaces.domain import Transition
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # SQLite INTEGER
@@ -69,6 +70,7 @@ def transition_problem(t: Transition) -> str | None:
         or _array_problem("state", t.observation.state)
         or _array_problem("next state", t.next_observation.state)
         or _array_problem("action", t.action.data)
+        or image_problem(t)
     )
 
 

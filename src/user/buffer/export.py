@@ -97,7 +97,7 @@ def export_dataset(
     steps = 0
     with open(out / "episodes.jsonl", "w", encoding="utf-8") as lines:
         for n, ep in enumerate(episodes):
-            transitions = [storage.read(i) for i in range(ep.first_index, ep.first_index + ep.steps)]
+            transitions = storage.get(range(ep.first_index, ep.first_index + ep.steps))
             name = f"episode_{n:06d}"
             arrays = _arrays(transitions)
             np.savez(out / f"{name}.npz", **arrays)  # type: ignore[arg-type]

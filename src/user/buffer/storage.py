@@ -20,6 +20,7 @@ from user.buffer.errors import BufferError, CorruptRecordError, SegmentError, Tr
 from user.buffer.index import SEGMENTS_DIR, Index, IndexDamagedError, TransitionRow
 from user.buffer.index_rows import reindex_hint
 from user.buffer.mcapscan import MESSAGE_PREFIX
+from user.buffer.next_frames import is_elided, restore, successor_problem
 from user.buffer.segments import TRANSITION_TYPE, Position, SegmentReader, segment_file_name
 from user.interfaces.codec import Codec, DecodeError
 from user.interfaces.domain import Transition, transition_from_msg
@@ -116,12 +117,32 @@ class DiskStorage:
             return out  # type: ignore[return-value]  # all hits: no misses to read
         view = self.columns.view()
         missing = sorted({int(indices[k]) for k, t in enumerate(out) if t is None}, key=view.position)
-        loaded = {i: self.read(i, view) for i in missing}
+        loaded = {i: self._decode(i, view) for i in missing}
+        for i, t in loaded.items():
+            if is_elided(t):
+                loaded[i] = self._restored(i, t, view, loaded.get(i + 1))
         return [t if t is not None else loaded[int(indices[k])] for k, t in enumerate(out)]
 
     def read(self, index: int, view: ColumnView | None = None) -> Transition:
-        """Transition `index` from disk (bypassing the cache)."""
+        """Transition `index` from disk (bypassing the cache, but for the next frames of an elided step)."""
         view = view or self.columns.view()
+        t = self._decode(index, view)
+        return self._restored(index, t, view, None) if is_elided(t) else t
+
+    def _restored(self, index: int, t: Transition, view: ColumnView, successor: Transition | None) -> Transition:
+        """Elided transition `index` with its next frames back from the next step's record (`next_frames`)."""
+        if successor is None:
+            successor = self.cache.get(index + 1)
+        if successor is None and index + 1 < view.size:
+            successor = self._decode(index + 1, view)
+        problem = successor_problem(t, successor)
+        if problem is not None or successor is None:
+            segment_id, position = view.position(index)
+            raise CorruptRecordError(str(self._path(segment_id)), position.offset, f"transition {index}: {problem}")
+        return restore(t, successor)
+
+    def _decode(self, index: int, view: ColumnView) -> Transition:
+        """Transition `index` as its record holds it (an elided step's next frames still placeholders)."""
         if not 0 <= index < view.size:
             raise IndexError(f"transition {index} is not in the buffer (it holds {view.size})")
         segment_id, position = view.position(index)

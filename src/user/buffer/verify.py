@@ -4,7 +4,8 @@
 * every index row is numbered contiguously, belongs to a known episode and segment, and its episode's steps
   run 0..steps-1; no robot's episode is stored twice;
 * every indexed position holds a whole MCAP message record that decodes as the transition the row
-  describes (robot, episode, step, demo flag), and every episode's START/END events decode;
+  describes (robot, episode, step, demo flag), a step stored without its next frames is followed by its
+  next step with the same cameras (`next_frames`), and every episode's START/END events decode;
 * every segment file is read by an independent reader (`mcap`'s NonSeekingReader, which needs no footer)
   and holds at least the indexed messages (exactly that many once closed); closed segments have a
   version-5 metadata.yaml whose counts agree with the index.
@@ -17,6 +18,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mcap.exceptions import McapError
 from mcap.reader import NonSeekingReader
@@ -26,6 +28,7 @@ from user.buffer.index import EpisodeRow, Index, SegmentRow, TransitionRow
 from user.buffer.index_rows import reindex_hint
 from user.buffer.mcapscan import ScanError, WholeRecords
 from user.buffer.metadata import HUMBLE_VERSION, read_metadata
+from user.buffer.next_frames import IN_NEXT_STEP
 from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TRANSITION_TOPIC, TRANSITION_TYPE, SegmentReader
 from user.buffer.storage import SEGMENTS_DIR, read_within, segment_path
 from user.interfaces.codec import Codec, DecodeError
@@ -152,15 +155,22 @@ def _check_positions(
 ) -> None:
     size = path.stat().st_size
     with SegmentReader(path) as reader:
+        elided: tuple[TransitionRow, list[str]] | None = None  # the row before, if its next frames are in this one
         for row in rows:
             try:
                 msg = codec.decode(read_within(reader, row.position, size), TRANSITION_TYPE)
             except (SegmentError, DecodeError) as exc:
                 report.problem(f"transition {row.index}: {exc}")
+                elided = None
                 continue
             got = (str(msg.robot_id), int(msg.episode_id), int(msg.step), bool(msg.is_demo))
             if got != (row.robot_id, row.episode_id, row.step, row.is_demo):
                 report.problem(f"transition {row.index}: the segment holds {got}, the index says {row}")
+            if elided is not None:
+                _check_successor(*elided, row, msg, report)
+            elided = (row, _cameras(msg.next_observation)) if _is_elided(msg) else None
+        if elided is not None:
+            report.problem(f"transition {elided[0].index}: its next images are in the next step, which is not stored")
         for ep in episodes:
             for kind, position in ((0, ep.start_event), (1, ep.end_event)):
                 try:
@@ -172,6 +182,30 @@ def _check_positions(
                     report.problem(
                         f"episode {ep.episode}: event at {position.offset} is not its {('START', 'END')[kind]}"
                     )
+
+
+def _is_elided(msg: Any) -> bool:
+    return any(str(img.format) == IN_NEXT_STEP for img in msg.next_observation.images)
+
+
+def _cameras(obs: Any) -> list[str]:
+    return [str(img.header.frame_id) for img in obs.images]
+
+
+def _check_successor(
+    row: TransitionRow, cameras: list[str], successor: TransitionRow, msg: Any, report: VerifyReport
+) -> None:
+    """The record after an elided step (`user.buffer.next_frames`) must be its next step, with the same cameras."""
+    if (successor.episode, successor.step) != (row.episode, row.step + 1):
+        report.problem(
+            f"transition {row.index}: its next images are in the next step, but the record after it is "
+            f"episode {successor.episode} step {successor.step}"
+        )
+    elif _cameras(msg.observation) != cameras:
+        report.problem(
+            f"transition {row.index}: its next images are cameras {cameras}, the next step holds "
+            f"{_cameras(msg.observation)}"
+        )
 
 
 def count_messages(path: Path) -> tuple[Counter[str], str | None]:

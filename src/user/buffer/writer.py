@@ -2,11 +2,12 @@
 
 An episode reaches the buffer whole or not at all: its values are checked (`admission`) and a (robot, episode)
 the buffer holds already is refused before anything is written; then its messages (an EpisodeEvent START, the
-transitions, an EpisodeEvent END) are appended to the open segment, flushed (and fsynced, by policy), and only
-then are its index rows committed in one transaction. That commit is the point of no return; a crash before it
-drops the episode on restart, a crash after it keeps it. A write or index error instead closes the segment cut
-back to its last committed episode (no record the index does not know stays in it; recovery gives it a footer
-when the buffer is opened next), reports the episode as not stored, and the next episode opens a new segment.
+transitions with each camera frame once (`next_frames`), an EpisodeEvent END) are appended to the open segment,
+flushed (and fsynced, by policy), and only then are its index rows committed in one transaction. That commit is
+the point of no return; a crash before it drops the episode on restart, a crash after it keeps it. A write or
+index error instead closes the segment cut back to its last committed episode (no record the index does not
+know stays in it; recovery gives it a footer when the buffer is opened next), reports the episode as not stored,
+and the next episode opens a new segment.
 Segments roll after N episodes or M MiB.
 """
 
@@ -36,6 +37,7 @@ from user.buffer.errors import (
 )
 from user.buffer.index import Index
 from user.buffer.metadata import fsync_dir, write_metadata
+from user.buffer.next_frames import elided, has_images, shared, stored_payloads
 from user.buffer.records import episode_messages, index_rows
 from user.buffer.segments import SegmentWriter, segment_metadata
 from user.buffer.storage import DiskStorage, segment_path
@@ -111,8 +113,9 @@ class EpisodeWriter:
         """Take one transition; returns the buffer episode number when it completed (and stored) an episode.
 
         `payload`, when given, must be the CDR bytes of exactly `transition` as `encode` would give them (e.g.
-        as they arrived on the wire, checked with `user.interfaces.domain.is_canonical_transition`): they are
-        stored as they are instead of encoding `transition` again.
+        as they arrived on the wire, checked with `user.interfaces.domain.is_canonical_transition`): a
+        transition without images is stored as they are; one with images is encoded again, its next frames
+        left to the next step's record (`user.buffer.next_frames`).
 
         A transition whose values cannot be stored raises `InvalidTransitionError` and changes nothing (the
         robot's episode in progress stays as it was); an episode the buffer holds already is dropped whole."""
@@ -146,9 +149,9 @@ class EpisodeWriter:
             problem = shape_problem(pending.transitions[0], transition)
         if problem is None and wall_ns is not None:
             problem = wall_problem(wall_ns)
-        if problem is None and payload is None:
-            try:
-                payload = self.encode(transition)
+        if problem is None and (payload is None or has_images(transition)):
+            try:  # stored with its next frames in the next step (`next_frames`); the last step is encoded anew
+                payload = self.encode(elided(transition))
             except EncodeError as exc:
                 problem = str(exc)
         if problem is not None or payload is None:
@@ -196,7 +199,9 @@ class EpisodeWriter:
         try:
             for k, t in enumerate(transitions):
                 payload = payloads[k] if payloads is not None else None
-                pending.payloads.append(self.encode(t) if payload is None else payload)
+                pending.payloads.append(
+                    payload if payload is not None and not has_images(t) else self.encode(elided(t))
+                )
         except EncodeError as exc:
             raise InvalidTransitionError(f"episode {name} refused: step {k}: {exc}") from exc
         return self._commit(pending)
@@ -223,7 +228,7 @@ class EpisodeWriter:
         last = pending.transitions[-1] if pending.transitions else None
         if last is not None and not last.done:  # the stored step changes: its bytes are encoded anew
             pending.transitions[-1] = replace(last, truncated=True)
-            pending.payloads[-1] = self.encode(pending.transitions[-1])
+            pending.payloads[-1] = self.encode(elided(pending.transitions[-1]))
         return self._finish(robot)
 
     def encode(self, transition: Transition) -> bytes:
@@ -274,7 +279,8 @@ class EpisodeWriter:
         """Write a checked episode and index it; `EpisodeNotStoredError` (nothing of it kept) if either fails."""
         ts = pending.transitions
         first, number = self._next_index, self._next_episode
-        messages = episode_messages(self.codec, ts, pending.payloads, pending.wall_ns)
+        payloads = stored_payloads(ts, pending.payloads, self.encode)
+        messages = episode_messages(self.codec, ts, payloads, pending.wall_ns)
         try:
             segment = self._open_segment()
         except STORAGE_ERRORS as exc:
@@ -294,7 +300,7 @@ class EpisodeWriter:
             segment.discard_last_episode()  # no record the index does not know may stay in the segment
             raise self._lost(pending, f"the index refused it ({exc}); its records were cut from the segment") from exc
         self._hook("episode:indexed")
-        self.storage.add_committed(rows, ts)
+        self.storage.add_committed(rows, shared(ts))
         self._next_index += len(rows)
         self._next_episode += 1
         self._segment_episodes += 1
