@@ -16,7 +16,8 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import astuple
+from dataclasses import astuple, fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -367,5 +368,8 @@ def _episode_values(e: EpisodeRow) -> tuple[Any, ...]:
     return (*head, e.start_event.offset, e.start_event.length, e.end_event.offset, e.end_event.length)
 
 
+_TRANSITION_FIELDS = attrgetter(*(f.name for f in fields(TransitionRow)))  # flat: astuple deep-copies each value
+
+
 def _transition_values(r: TransitionRow) -> tuple[Any, ...]:
-    return astuple(r)  # field order is TRANSITION_COLUMNS; bools are stored as 0/1
+    return _TRANSITION_FIELDS(r)  # field order is TRANSITION_COLUMNS; bools are stored as 0/1

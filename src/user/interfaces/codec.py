@@ -39,6 +39,7 @@ class EncodeError(ValueError):
     """A message could not be encoded (a field has the wrong type or value)."""
 
 
+@functools.lru_cache(maxsize=1024)  # a handful of names, looked up for every message field built or read
 def normalize_typename(name: str) -> str:
     """Accept "pkg/Type", "pkg/msg/Type" and "pkg::msg::Type" (as ROS tools do); return "pkg/msg/Type"."""
     parts = [p for p in name.replace("::", "/").split("/") if p]
