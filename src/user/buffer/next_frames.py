@@ -7,6 +7,7 @@ stamp, format `IN_NEXT_STEP`, no bytes) and the frames live in step t+1's record
 and any step whose next images differ from its successor's (a camera that dropped a frame, a reset), keeps
 its next images whole. Reading step t puts step t+1's observation images back (`restore`), so what comes out
 is what went in, bit for bit. An incoming image whose format is `IN_NEXT_STEP` is refused (`image_problem`).
+Segments stay plain rosbag2: `ros2 bag play` publishes the records as stored, placeholders included.
 """
 
 from __future__ import annotations
