@@ -21,7 +21,8 @@ The same gymnasium envs for the same number of env steps, N seeds, three variant
             `stop_after: {env_steps: N}`) and the rollout (`random_steps` = learning_starts), each its own
             process. The learner ends the run itself (bringup exits 0). Its returns are read from the run
             directory's episodes.csv. The rollout applies new weights at episode boundaries (the learner
-            publishes every `pacing.publish_every` = 50 updates), which (a) and (b) do not need to.
+            publishes every `pacing.publish_every` = 50 updates), which (a) and (b) do not need to;
+            --rollout-apply immediate and --publish-every N change both.
 
 What still differs between (a) and (b)/(c), by design of SB3: its actor clamps the log std to [-20, 2] (the
 project's, like CleanRL's, squashes it into [-5, 2]); its temperature loss is -log(alpha) (log pi + target)
@@ -115,6 +116,8 @@ class RunSpec:
     learning_starts: int
     lr: float
     learner_threads: int = 0  # the pipeline learner's `torch_threads` (0: its default, every core but one)
+    rollout_apply: str = "episode_boundary"  # the pipeline rollout's `apply`: when a robot takes new weights
+    publish_every: int = 50  # the pipeline learner's `pacing.publish_every` (update calls between weight versions)
 
     @property
     def checkpoints(self) -> tuple[int, ...]:
@@ -315,13 +318,23 @@ def deployment(spec: RunSpec, endpoint: str, state_dim: int, action_dim: int) ->
         "robots": [ROBOT],
         "run_dir": "{run_dir}",
         "learning": learning,
-        "pacing": {"mode": "async", "updates_per_step": 1.0, "min_transitions": spec.learning_starts},
+        "pacing": {
+            "mode": "async",
+            "updates_per_step": 1.0,
+            "min_transitions": spec.learning_starts,
+            "publish_every": spec.publish_every,
+        },
         "buffer": {"sampler": {"kind": "uniform", "seed": spec.seed}},
         "stop_after": {"env_steps": spec.steps},
         "checkpoint_period_s": 0.0,  # one checkpoint, at the stop
         "torch_threads": spec.learner_threads,
     }
-    rollout = {"robots": [ROBOT], "learning": learning, "random_steps": spec.learning_starts}
+    rollout = {
+        "robots": [ROBOT],
+        "learning": learning,
+        "random_steps": spec.learning_starts,
+        "apply": spec.rollout_apply,
+    }
     robot = {
         "robot_id": ROBOT,
         "driver": "gym",
@@ -481,7 +494,10 @@ def plan(args: argparse.Namespace) -> list[RunSpec]:
         for k, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
             shift = k % len(args.variants)
             for variant in [*args.variants[shift:], *args.variants[:shift]]:
-                specs.append(RunSpec(env, variant, seed, steps, starts, args.lr, args.learner_threads))
+                specs.append(
+                    RunSpec(env, variant, seed, steps, starts, args.lr, args.learner_threads, args.rollout_apply,
+                            args.publish_every)
+                )  # fmt: skip
     return specs
 
 
@@ -535,6 +551,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--lr", type=float, default=3e-4, help="Adam rate of actor, critics and temperature (all variants)")
     p.add_argument("--learner-threads", type=int, default=0, help="pipeline learner's torch threads (0: its default)")
+    p.add_argument(
+        "--rollout-apply",
+        choices=("episode_boundary", "immediate"),
+        default="episode_boundary",
+        help="when the pipeline's robot takes new weights (rollout `apply`)",
+    )
+    p.add_argument("--publish-every", type=int, default=50, help="pipeline learner's pacing.publish_every")
     p.add_argument("--pipeline-timeout-s", type=float, default=None, help="default 300 + 0.5 s per env step")
     p.add_argument("--workdir", type=Path, default=None, help="keep the pipeline's configs and runs here")
     p.add_argument("--json", type=Path, default=None, help="write every run's record here")
