@@ -5,8 +5,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +17,7 @@ import pytest
 from test.buffer.factories import CAMERAS, episode
 from user.buffer.batch import BatchError, TransitionBatch, collate
 from user.buffer.config import FramesConfig
+from user.buffer.errors import BufferError
 from user.buffer.frame_decode import CpuDecoder, Decoding
 from user.buffer.frame_stage import FrameStage, frame_capacity
 from user.interfaces.domain import Transition
@@ -320,3 +324,38 @@ def test_the_thread_decoding_ahead_runs_at_the_lowest_priority() -> None:
     thread.start()
     thread.join(PRIME_S)
     assert seen == [19]
+
+
+_STATE_ONLY = """
+import sys, tempfile
+from test.buffer.factories import episode
+from user.buffer import BufferConfig, RateLimiterConfig, ReplayBuffer
+with ReplayBuffer.open(tempfile.mkdtemp(), BufferConfig(prefetch=0, rate_limiter=RateLimiterConfig(min_size=1))) as b:
+    for t in episode("arm", 0, 3, images=False):
+        b.add(t)
+    b.sample(2)
+print("torch" in sys.modules)
+"""
+
+
+def test_a_buffer_that_decodes_no_frame_does_not_import_torch() -> None:
+    """Choosing the decoder's device imports torch (1.5 s here): a state-only buffer, or `user buffer info`,
+    must not pay it on every open (it did, and a 1M-transition reopen went from under 5 s to 6.4 s)."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "src")])}
+    out = subprocess.run([sys.executable, "-c", _STATE_ONLY], cwd=repo, env=env, capture_output=True, text=True,
+                         timeout=120, check=True)  # fmt: skip
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_decoder_is_made_at_the_first_frame_and_not_after_close() -> None:
+    stage = FrameStage(FramesConfig(device="cpu", prime=False))
+    assert stage._decoder is None
+    steps = episode("arm", 0, 2)
+    batch = stage.pixels(collate(steps, np.arange(2), decode_images=False))
+    assert isinstance(stage._decoder, CpuDecoder) and batch.images["wrist"].shape == (2, 16, 16, 3)
+    stage.close()
+    late = FrameStage(FramesConfig(device="cpu", prime=False))
+    late.close()
+    with pytest.raises(BufferError, match="frame stage is closed"):
+        late.decoder  # noqa: B018 - the property makes it

@@ -22,6 +22,7 @@ import numpy as np
 
 from user.buffer.batch import BatchError, TransitionBatch
 from user.buffer.config import FramesConfig
+from user.buffer.errors import BufferError
 from user.buffer.frame_cache import MIB, FrameCache
 from user.buffer.frame_decode import Decoding, FrameDecoder, make_decoder
 from user.interfaces.domain import Transition
@@ -70,7 +71,9 @@ class FrameStage:
     """Turns a batch's compressed frames into (B, H, W, 3) uint8 pixels; decodes committed frames ahead."""
 
     def __init__(self, config: FramesConfig, decoder: FrameDecoder | None = None) -> None:
-        self.decoder = decoder or make_decoder(config)
+        self._config = config
+        self._decoder_lock = threading.Lock()
+        self._decoder = decoder or (make_decoder(config) if config.device == "cuda" else None)  # cuda: fail early
         self.cache = FrameCache(0, int(config.cache_mb * MIB))
         self.primed_skipped = 0  # committed episodes not decoded ahead (the backlog was full)
         self._ahead = (
@@ -80,6 +83,23 @@ class FrameStage:
         self._pending_lock = threading.Condition()
         self._logged: set[str] = set()
         self._closed = False
+
+    @property
+    def decoder(self) -> FrameDecoder:
+        """Made at the first frame to decode: choosing the device imports torch (seconds), which a buffer that
+        never decodes a frame (state only, `user buffer info`) need not pay."""
+        if self._decoder is None:
+            with self._decoder_lock:
+                if self._decoder is None:
+                    if self._closed:  # none made before close: none may outlive it (its threads)
+                        raise BufferError("the buffer's frame stage is closed")
+                    self._decoder = make_decoder(self._config)
+        return self._decoder
+
+    @decoder.setter
+    def decoder(self, decoder: FrameDecoder) -> None:
+        with self._decoder_lock:
+            self._decoder = decoder
 
     def follow(self, transitions: int) -> None:
         """The transition cache holds `transitions`: hold the frames of that many."""
@@ -201,4 +221,6 @@ class FrameStage:
         self._closed = True
         if self._ahead is not None:
             self._ahead.shutdown(wait=False, cancel_futures=True)
-        self.decoder.close()
+        with self._decoder_lock:
+            if self._decoder is not None:
+                self._decoder.close()
