@@ -40,14 +40,26 @@ episodes/hour (full overlap; the paper got 1.55x); time to 80 % success <= 0.5x 
 every node's RSS flat (30-minute run: --memory-minutes 30 lengthens the async run; figures other than
 memory stay over the first --minutes).
 
+Seeds (`--seeds K`, `--first-seed S`): the pair of runs is repeated for seeds S .. S+K-1; seed s sets the
+algorithm's seed (`learning.seed`, learner and rollout) to s and adds s x SEED_STRIDE to every robot's reset seed,
+so each seed's async and sync runs see the same episodes. With more than one seed, time to 80 % success is given
+as mean +- sd per mode, the ratio of the means and each seed's own ratio, from launch (the target's figure) and
+from the window's start (the online phase alone; launch and the demonstrations take the same time in both
+modes). `--until-success` ends a window as soon as 80 % rolling success is reached (`--minutes` is then the cap);
+the other figures then cover that shorter window. `--updates-per-step X` sets the ratio of both modes (e.g. one
+the async learner can hold on this machine, so that both modes run at the same ratio reached, with the learner
+still the bottleneck). `--json PATH` writes every run's figures.
+
 Run: MUJOCO_GL=egl python3 bench/pipeline.py [--quick] [--minutes N] [--memory-minutes M] [--modes async,sync]
-     [--config PATH]   (default: 10 min window per mode, ~25 min in all; --quick ~2-3 min, 2 demos per robot,
-     30 s windows, no 80 % verdict)
+     [--config PATH] [--seeds K] [--first-seed S] [--until-success] [--updates-per-step X] [--json PATH]
+     (default: 10 min window per mode, ~25 min in all; --quick ~2-3 min, 2 demos per robot, 30 s windows, no 80 %
+     verdict)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -56,7 +68,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +94,35 @@ SUCCESS_RATE = 0.8
 SUCCESS_WINDOW = 20  # rolling success over this many latest online episodes
 FLAT_MIB = 2.0  # RSS flat: second-half slope <= max(FLAT_MIB, FLAT_FRACTION x RSS) per 10 min
 FLAT_FRACTION = 0.01
+SEED_STRIDE = 10_000_000  # seed s adds s x this to each robot's reset seed (the default robots' seeds are 1e5 apart)
 SERVICE_TIMEOUT_S = 60.0
 
 
 # ------------------------------------------------------------------------------------------------ deployment
 
 
-def deployment(config: Path, mode: str, endpoint: str, demos: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The deployment of `config` for `mode` on a private router; returns it and a summary of its settings."""
+def apply_seed(nodes: list[dict[str, Any]], seed: int) -> None:
+    """Seed `seed` in deployment `nodes`: the algorithm's seed of the learner and rollout, and each robot's reset
+    seeds moved by seed x SEED_STRIDE."""
+    for node in nodes:
+        params = node.setdefault("params", {})
+        if node["kind"] in ("learner", "rollout"):  # both read `learning` (the default config shares one mapping)
+            params.setdefault("learning", {})["seed"] = seed
+        elif node["kind"] == "robot" and params.get("seed", 0) is not None:  # an unseeded robot stays unseeded
+            params["seed"] = int(params.get("seed", 0)) + seed * SEED_STRIDE
+
+
+def deployment(
+    config: Path,
+    mode: str,
+    endpoint: str,
+    demos: int | None,
+    *,
+    seed: int = 0,
+    updates_per_step: float | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The deployment of `config` for `mode` and `seed` on a private router; returns it and a summary of its
+    settings."""
     dep = yaml.safe_load(config.read_text())
     dep["name"] = f"bench_pipeline_{mode}"
     dep["router"] = {"endpoints": [endpoint], "start": "always"}
@@ -100,6 +133,9 @@ def deployment(config: Path, mode: str, endpoint: str, demos: int | None) -> tup
     (rollout,) = by_kind["rollout"]
     robots = by_kind["robot"]
     pacing = learner["params"].setdefault("pacing", {})
+    if updates_per_step is not None:
+        pacing["updates_per_step"] = updates_per_step
+    apply_seed(dep["nodes"], seed)
     if mode == "sync":
         pacing["mode"] = "sync"
         rollout["params"]["mode"] = "sync"
@@ -119,6 +155,8 @@ def deployment(config: Path, mode: str, endpoint: str, demos: int | None) -> tup
         "start_episode": int(rollout["params"].get("start_episode", 0)),
         "pacing": dict(pacing),
         "learning": learner["params"].get("learning", {}),
+        "seed": seed,
+        "robot_seeds": [r["params"].get("seed", 0) for r in robots],
     }
     return dep, summary
 
@@ -194,6 +232,7 @@ class Probe(Node):
 @dataclass
 class RunResult:
     mode: str
+    seed: int
     launched: float  # wall time of `user bringup`
     window: tuple[float, float]  # wall times
     robots: list[str]
@@ -209,22 +248,42 @@ class RunResult:
     exit_code: int | None
 
 
-def run_mode(mode: str, args: argparse.Namespace, workdir: Path) -> RunResult:
+def measure_window(
+    probe: Probe, learner: str, bringup: Bringup, end: float, *, until_success: bool
+) -> tuple[float, dict[str, Any]]:
+    """Wait for the window's `end` (wall time), or with `until_success` for 80 % rolling success if that comes
+    first; returns the learner's counters then (as `Probe.checkpoint`)."""
+
+    def over() -> bool:
+        return (until_success and success_reached(probe.online_events()) is not None) or time.time() >= end
+
+    wait_for(over, end - time.time() + 5.0, bringup.alive, "the window's end")
+    t1, after = probe.checkpoint(learner)
+    if t1 < end:
+        print(f"[probe] {SUCCESS_RATE:.0%} rolling success reached: the window ends early", flush=True)
+    return t1, after
+
+
+def run_mode(mode: str, args: argparse.Namespace, workdir: Path, seed: int = 0) -> RunResult:
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    dep, summary = deployment(args.config, mode, endpoint, args.demos)
-    path = workdir / f"{mode}.yaml"
+    dep, summary = deployment(
+        args.config, mode, endpoint, args.demos, seed=seed, updates_per_step=args.updates_per_step
+    )
+    name = f"{mode}_seed{seed}"
+    path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(dep, sort_keys=False))
     robots, period = summary["robots"], 1.0 / summary["rate_hz"]
     learner = next(n["name"] for n in dep["nodes"] if n["kind"] == "learner")
     minutes = args.minutes
     memory_minutes = max(minutes, args.memory_minutes or 0.0) if mode == "async" else minutes
     print(
-        f"\n[{mode}] {len(robots)} robots at {summary['rate_hz']:.0f} Hz (realtime {summary['realtime']}), "
+        f"\n[{mode}] seed {seed}: {len(robots)} robots at {summary['rate_hz']:.0f} Hz "
+        f"(realtime {summary['realtime']}), "
         f"pacing {summary['pacing']}, online from episode {summary['start_episode']}; "
         f"window {minutes:g} min{f', memory {memory_minutes:g} min' if memory_minutes > minutes else ''}",
         flush=True,
     )
-    bringup = Bringup(path, workdir / f"run_{mode}", workdir / f"{mode}.out")
+    bringup = Bringup(path, workdir / f"run_{name}", workdir / f"{name}.out")
     bus: ZenohBus | None = None
     probe: Probe | None = None
     try:
@@ -241,9 +300,7 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: Path) -> RunResult:
         wait_for(all_online, args.startup_s, bringup.alive, "every robot's first online episode")
         t0, before = probe.checkpoint(learner)
         print(f"[{mode}] online after {t0 - bringup.started:.0f} s; measuring {minutes:g} min", flush=True)
-        end = t0 + 60.0 * minutes
-        wait_for(lambda: time.time() >= end, 60.0 * minutes + 5.0, bringup.alive, "the window's end")
-        t1, after = probe.checkpoint(learner)
+        t1, after = measure_window(probe, learner, bringup, t0 + 60.0 * minutes, until_success=args.until_success)
         if memory_minutes > minutes:
             print(f"[{mode}] memory run goes on to {memory_minutes:g} min", flush=True)
             mem_end = t0 + 60.0 * memory_minutes
@@ -264,7 +321,7 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: Path) -> RunResult:
         exits = [line for line in lines if "exit" in line] or lines[-15:]
         print(f"[{mode}] WARNING: user bringup exited with {code} at shutdown:", *exits, sep="\n  ", flush=True)
     return RunResult(
-        mode, bringup.started, (t0, t1), robots, period, summary["start_episode"], events, holds, latencies,
+        mode, seed, bringup.started, (t0, t1), robots, period, summary["start_episode"], events, holds, latencies,
         (before, after), bringup.nodes, bringup.load, run_end, code,
     )  # fmt: skip
 
@@ -290,7 +347,8 @@ class Figures:
     learner_idle_wall: float  # 1 - busy / wall
     learner_idle_trainer: float  # idle_s / (busy_s + idle_s)
     overlap: float  # (collect + train) / collect
-    time_to_success_s: float | None
+    time_to_success_s: float | None  # from launch
+    online_to_success_s: float | None  # from the window's start (every robot online)
     final_success: float
     online_successes: tuple[int, int]
     latency_ms: tuple[float, float, float, int]  # p50, p99, max, n
@@ -318,18 +376,26 @@ def robot_time(result: RunResult) -> tuple[float, float, float]:
     return gap, holds, total - gap
 
 
-def time_to_success(result: RunResult) -> tuple[float | None, float, tuple[int, int]]:
-    ends = sorted((e for e in result.events if e.kind is EpisodeKind.END), key=lambda e: e.stamp_ns)
-    ends = [e for e in ends if e.stamp_ns / 1e9 <= result.window[1]]
+def success_reached(events: list[EpisodeEvent]) -> float | None:
+    """Wall time (s) of the first online END at which the rolling success of the last SUCCESS_WINDOW ENDs of all
+    robots (in stamp order) reaches SUCCESS_RATE; None if it never does."""
+    ends = sorted((e for e in events if e.kind is EpisodeKind.END), key=lambda e: e.stamp_ns)
     outcomes = [e.success for e in ends]
-    reached = None
     for k in range(SUCCESS_WINDOW, len(outcomes) + 1):
         if sum(outcomes[k - SUCCESS_WINDOW : k]) >= SUCCESS_RATE * SUCCESS_WINDOW:
-            reached = ends[k - 1].stamp_ns / 1e9 - result.launched
-            break
+            return ends[k - 1].stamp_ns / 1e9
+    return None
+
+
+def time_to_success(result: RunResult) -> tuple[float | None, float, tuple[int, int]]:
+    """(seconds from launch to SUCCESS_RATE rolling success within the window or None, the rolling success of
+    the last episodes, (successes, episodes) online)."""
+    ends = [e for e in result.events if e.kind is EpisodeKind.END and e.stamp_ns / 1e9 <= result.window[1]]
+    reached = success_reached(ends)
+    outcomes = [e.success for e in sorted(ends, key=lambda e: e.stamp_ns)]
     recent = outcomes[-SUCCESS_WINDOW:]
     final = sum(recent) / len(recent) if recent else float("nan")
-    return reached, final, (sum(outcomes), len(outcomes))
+    return None if reached is None else reached - result.launched, final, (sum(outcomes), len(outcomes))
 
 
 def percentiles(seconds: list[float]) -> tuple[float, float, float, int]:
@@ -370,6 +436,7 @@ def analyse(result: RunResult) -> Figures:
         learner_idle_trainer=d["idle_s"] / trainer_total if trainer_total > 0 else math.nan,
         overlap=(inside + gap) / inside if inside > 0 else math.nan,
         time_to_success_s=reached,
+        online_to_success_s=None if reached is None else reached - (a - result.launched),
         final_success=final,
         online_successes=successes,
         latency_ms=latency,
@@ -436,12 +503,13 @@ def fmt_time(seconds: float | None) -> str:
     return "not reached" if seconds is None else f"{seconds:.0f} s"
 
 
-def report(results: dict[str, RunResult], quick: bool, minutes: float) -> None:
+def report(results: dict[str, RunResult], quick: bool, minutes: float) -> dict[str, Figures]:
     figs = {mode: analyse(r) for mode, r in results.items()}
     report_table(figs)
     for mode, result in results.items():
         report_memory(mode, result)
     report_targets(results, figs, quick, minutes)
+    return figs
 
 
 def report_table(figs: dict[str, Figures]) -> None:
@@ -470,6 +538,7 @@ def report_table(figs: dict[str, Figures]) -> None:
     row("online successes / episodes (whole run)", lambda f: f"{f.online_successes[0]}/{f.online_successes[1]}")
     row(f"success, last {SUCCESS_WINDOW} episodes", lambda f: f"{f.final_success:.2f}")
     row(f"time to {SUCCESS_RATE:.0%} success from launch", lambda f: fmt_time(f.time_to_success_s))
+    row(f"time to {SUCCESS_RATE:.0%} success from the window's start", lambda f: fmt_time(f.online_to_success_s))
     row("obs -> action latency p50, ms", lambda f: f"{f.latency_ms[0]:.2f}")
     row("obs -> action latency p99, ms", lambda f: f"{f.latency_ms[1]:.2f}")
     row("obs -> action latency max, ms", lambda f: f"{f.latency_ms[2]:.2f}")
@@ -532,6 +601,66 @@ def report_targets(results: dict[str, RunResult], figs: dict[str, Figures], quic
         )
 
 
+def mean_sd(values: list[float]) -> str:
+    """`mean +- sd` (sample sd) of `values`."""
+    sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return f"{np.mean(values):.0f} +- {sd:.0f} s"
+
+
+def seed_ratios(per_seed: dict[int, dict[str, Figures]], field: str) -> tuple[dict[str, list[float]], list[float]]:
+    """Per mode, the seeds' `field` (a time to success; None where not reached, left out), and the per-seed ratios
+    async / sync of the seeds where both reached it."""
+    times: dict[str, list[float]] = {"async": [], "sync": []}
+    ratios: list[float] = []
+    for figs in per_seed.values():
+        got = {mode: getattr(figs[mode], field) for mode in times}
+        for mode, value in got.items():
+            if value is not None:
+                times[mode].append(value)
+        if got["async"] is not None and got["sync"] is not None:
+            ratios.append(got["async"] / got["sync"])
+    return times, ratios
+
+
+def report_seeds(per_seed: dict[int, dict[str, Figures]], minutes: float) -> bool | None:
+    """Time to 80 % success over the seeds, async against sync; the target's verdict (None: undecided)."""
+    seeds = len(per_seed)
+    print(f"\nOver {seeds} seeds ({', '.join(str(s) for s in per_seed)}):")
+    for mode in ("async", "sync"):
+        utd = [figs[mode].effective_utd for figs in per_seed.values()]
+        print(f"  {mode}: gradient steps per stored transition {', '.join(f'{u:.2f}' for u in utd)}")
+    verdict_of: bool | None = None
+    for field, label in (("time_to_success_s", "from launch"), ("online_to_success_s", "from the window's start")):
+        times, ratios = seed_ratios(per_seed, field)
+        missing = {mode: seeds - len(values) for mode, values in times.items()}
+        line = f"  time to {SUCCESS_RATE:.0%} success {label}: " + "; ".join(
+            f"{mode} {mean_sd(values) if values else 'n/a'}"
+            + (f" ({missing[mode]} seed(s) not within {minutes:g} min)" if missing[mode] else "")
+            for mode, values in times.items()
+        )
+        print(line)
+        if ratios:
+            print(
+                f"    async / sync per seed: {', '.join(f'{r:.2f}x' for r in ratios)}; ratio of the means "
+                f"{np.mean(times['async']) / np.mean(times['sync']):.2f}x"
+            )
+        if field == "time_to_success_s":
+            if missing["async"] == 0 and missing["sync"] == 0:
+                verdict_of = bool(np.mean(times["async"]) <= TIME_TO_SUCCESS_TARGET * np.mean(times["sync"]))
+            elif missing["async"]:
+                verdict_of = False
+    print(
+        f"  time to 80 % success <= 0.5x sync over {seeds} seeds (ratio of the mean times from launch): "
+        f"{verdict(verdict_of) if verdict_of is not None else 'undecided (sync not reached in every seed)'}"
+    )
+    return verdict_of
+
+
+def write_json(path: Path, per_seed: dict[int, dict[str, Figures]]) -> None:
+    rows = [{"seed": seed, "mode": mode, **asdict(f)} for seed, figs in per_seed.items() for mode, f in figs.items()]
+    path.write_text(json.dumps(rows, indent=1))
+
+
 # ------------------------------------------------------------------------------------------------ main
 
 
@@ -546,7 +675,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-s", type=float, default=None, help="RSS sampling period (default 5 s, quick 2 s)")
     parser.add_argument("--startup-s", type=float, default=900.0, help="longest wait for the online phase")
     parser.add_argument("--keep", action="store_true", help="keep the run directories and logs")
+    parser.add_argument("--seeds", type=int, default=1, help="run each mode with this many seeds (default 1)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
+    parser.add_argument(
+        "--until-success", action="store_true", help="end a window once 80 %% rolling success is reached"
+    )
+    parser.add_argument(
+        "--updates-per-step",
+        type=float,
+        default=None,
+        help="the learner's pacing.updates_per_step in both modes (default: the config's)",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write every run's figures to this file")
     args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error("--seeds: at least 1")
     args.minutes = args.minutes or (0.5 if args.quick else 10.0)
     args.sample_s = args.sample_s or (2.0 if args.quick else 5.0)
     if args.quick and args.demos is None:
@@ -563,11 +706,17 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     workdir = Path(tempfile.mkdtemp(prefix="bench_pipeline_"))
-    results: dict[str, RunResult] = {}
+    per_seed: dict[int, dict[str, Figures]] = {}
     try:
-        for mode in modes:
-            results[mode] = run_mode(mode, args, workdir)
-        report(results, args.quick, args.minutes)
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            results = {mode: run_mode(mode, args, workdir, seed) for mode in modes}
+            if args.seeds > 1:
+                print(f"\n===== seed {seed} =====")
+            per_seed[seed] = report(results, args.quick, args.minutes)
+            if args.json is not None:
+                write_json(args.json, per_seed)
+        if args.seeds > 1 and set(modes) == {"async", "sync"} and not args.quick:
+            report_seeds(per_seed, args.minutes)
     finally:
         if args.keep:
             print(f"\nrun directories and logs kept in {workdir}")

@@ -3,13 +3,18 @@ prints every row and target line (the figures themselves are never checked: the 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import subprocess
 import sys
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import pytest
 
 from test.conftest import REPO
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind
 
 pytest.importorskip("mujoco")
 
@@ -53,3 +58,77 @@ def test_quick_run_prints_every_row() -> None:
     for mode in ("async", "sync"):
         section = out.split(f"[{mode}] resident memory per node")[1].split("\n\n")[0]
         assert all(f"\n{node} " in section for node in NODES), section
+
+
+@functools.cache
+def load_bench() -> ModuleType:
+    """bench/pipeline.py as a module (it imports its neighbour bench/bringup.py by name)."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_pipeline", BENCH)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCH.parent))
+
+
+def end_event(robot: str, episode: int, stamp_s: float, success: bool) -> EpisodeEvent:
+    return EpisodeEvent(robot, "peg_insertion", episode, EpisodeKind.END, int(stamp_s * 1e9), success=success)
+
+
+def test_seed_sets_the_algorithm_seed_and_moves_every_robots_reset_seeds() -> None:
+    bench = load_bench()
+    dep, summary = bench.deployment(bench.DEFAULT_CONFIG, "sync", "tcp/127.0.0.1:1", None, seed=2)
+    by_name = {n["name"]: n for n in dep["nodes"]}
+    assert by_name["learner"]["params"]["learning"]["seed"] == 2
+    assert by_name["rollout"]["params"]["learning"]["seed"] == 2
+    stride = bench.SEED_STRIDE
+    assert [by_name[r]["params"]["seed"] for r in ("franka_left", "franka_right")] == [2 * stride, 100000 + 2 * stride]
+    assert summary["robot_seeds"] == [2 * stride, 100000 + 2 * stride] and summary["seed"] == 2
+    same, _ = bench.deployment(bench.DEFAULT_CONFIG, "async", "tcp/127.0.0.1:1", None, seed=2)
+    assert [n["params"].get("seed") for n in same["nodes"]] == [n["params"].get("seed") for n in dep["nodes"]]
+    assert summary["pacing"]["updates_per_step"] == 4.0  # the config's
+    _, held = bench.deployment(bench.DEFAULT_CONFIG, "sync", "tcp/127.0.0.1:1", None, seed=2, updates_per_step=3.0)
+    assert held["pacing"]["updates_per_step"] == 3.0 and held["pacing"]["mode"] == "sync"
+    base, _ = bench.deployment(bench.DEFAULT_CONFIG, "async", "tcp/127.0.0.1:1", None, seed=0)
+    assert {n["name"]: n["params"].get("seed") for n in base["nodes"] if n["kind"] == "robot"} == {
+        "franka_left": 0,
+        "franka_right": 100000,
+    }
+
+
+def test_success_is_reached_at_the_first_end_with_16_of_the_last_20() -> None:
+    bench = load_bench()
+    events = [end_event("a" if k % 2 else "b", k, 100.0 + k, k >= 4) for k in range(30)]
+    # ENDs 0-3 fail; the 20 ENDs 0..19 hold 16 successes: reached at END 19 (stamp 119)
+    assert bench.success_reached(list(reversed(events))) == pytest.approx(119.0)
+    assert bench.success_reached(events[:19]) is None
+    assert bench.success_reached([end_event("a", k, k, k % 2 == 0) for k in range(40)]) is None
+
+
+def test_seeds_are_summarised_per_mode_with_each_seeds_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load_bench()
+
+    def figs(launch: float | None, online: float | None, utd: float) -> Any:
+        return SimpleNamespace(time_to_success_s=launch, online_to_success_s=online, effective_utd=utd)
+
+    per_seed = {
+        0: {"async": figs(300.0, 100.0, 3.2), "sync": figs(400.0, 200.0, 4.0)},
+        1: {"async": figs(200.0, 50.0, 3.1), "sync": figs(500.0, 300.0, 4.0)},
+    }
+    assert bench.report_seeds(per_seed, 8.0) is False  # 250 s vs 450 s: 0.56x
+    out = capsys.readouterr().out
+    assert "async 250 +- 71 s; sync 450 +- 71 s" in out
+    assert "async / sync per seed: 0.75x, 0.40x; ratio of the means 0.56x" in out
+    assert "async 75 +- 35 s; sync 250 +- 71 s" in out  # from the window's start
+    assert "async: gradient steps per stored transition 3.20, 3.10" in out
+    per_seed[1]["async"] = figs(100.0, 20.0, 3.1)
+    assert bench.report_seeds(per_seed, 8.0) is True  # 200 s vs 450 s: 0.44x
+    per_seed[1]["sync"] = figs(None, None, 4.0)
+    assert bench.report_seeds(per_seed, 8.0) is None  # sync not reached in one seed: undecided
+    assert "sync 400 +- 0 s (1 seed(s) not within 8 min)" in capsys.readouterr().out
+    per_seed[1]["async"] = figs(None, None, 3.1)
+    assert bench.report_seeds(per_seed, 8.0) is False  # async not reached in a seed: missed
