@@ -85,7 +85,7 @@ class Probe(Node):
     def __init__(self, bus: ZenohBus, robots: list[str]) -> None:
         super().__init__(bus)
         self._lock = threading.Lock()
-        self.ends: list[tuple[float, str, int, int]] = []  # (stamp s, robot, episode, steps) of END events
+        self.ends: list[tuple[float, str, int, int]] = []  # (wall s when received, robot, episode, steps) of ENDs
         self.holds: list[float] = []  # wall time of each republished observation (a held period)
         self.last: dict[str, float] = {}  # what -> wall time it was last seen ("step:<robot>", "action", ...)
         self._steps: dict[str, tuple[int, int]] = {}
@@ -105,8 +105,9 @@ class Probe(Node):
     def _on_event(self, msg: Any) -> None:
         event = episode_event_from_msg(msg)
         if event.kind == EpisodeKind.END and event.steps > 0:
+            # received at (wall clock): the event's own stamp is the robot's clock, simulation time for a sim arm
             with self._lock:
-                self.ends.append((event.stamp_ns / 1e9, event.robot_id, event.episode_id, event.steps))
+                self.ends.append((time.time(), event.robot_id, event.episode_id, event.steps))
 
     def _on_obs(self, msg: Any) -> None:
         robot, now = str(msg.robot_id), time.time()

@@ -15,11 +15,12 @@ What is measured, from what each process makes observable, by a probe node in th
   Learner counters (update calls, gradient steps, busy/idle seconds, env steps) are read from the
   checkpoints the probe asks for at both ends (`/learner/checkpoint` service), so they cover the window.
 - Episodes/hour: online episode END events in the window; env steps/hour from the learner's counters.
-- Robot waiting: per robot, the gaps between an episode's END and the next START (EpisodeEvent stamps are
-  the robot's wall clock; observations carry simulation time and are not used for this) clipped to the
-  window, plus held ticks (an observation republished with the same episode and step: no action in time)
-  times the control period; divided by robots x window. In sync the gaps are the training phases; in async
-  they are the sim reset only. The sync run's (collect + train) / collect = robot-time / in-episode time.
+- Robot waiting: per robot, the gaps between an episode's END and the next START (each EpisodeEvent as the
+  probe received it, on this machine's wall clock: robots stamp events on their own clock, a simulated arm's
+  being simulation time) clipped to the window, plus held ticks (an observation republished with the same
+  episode and step: no action in time) times the control period; divided by robots x window. In sync the
+  gaps are the training phases; in async they are the sim reset only. The sync run's (collect + train) /
+  collect = robot-time / in-episode time.
 - Learner idle: 1 - busy / wall over the window for both modes (busy = time inside updates; in sync the rest
   is waiting while robots collect), and the trainer's own idle_s / (busy_s + idle_s) (waiting for the rate
   limiter) beside it.
@@ -68,7 +69,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +183,9 @@ class Probe(Node):
             self.create_subscription(f"/{robot}/action", "user/msg/Action", self._on_action)
 
     def _on_event(self, msg: Any) -> None:
-        event = episode_event_from_msg(msg)
+        # A robot stamps its events on its own clock (a simulated arm's is simulation time, from 0); every figure
+        # here is on this machine's wall clock, so an event is stamped with the time it arrived (a few ms later).
+        event = replace(episode_event_from_msg(msg), stamp_ns=time.time_ns())
         with self._lock:
             self.events.append(event)
 

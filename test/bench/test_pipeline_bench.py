@@ -8,13 +8,15 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 
 from test.conftest import REPO
-from user.interfaces.episode_events import EpisodeEvent, EpisodeKind
+from test.sync.loopback import Loopback
+from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
 
 pytest.importorskip("mujoco")
 
@@ -132,3 +134,22 @@ def test_seeds_are_summarised_per_mode_with_each_seeds_ratio(capsys: pytest.Capt
     assert "sync 400 +- 0 s (1 seed(s) not within 8 min)" in capsys.readouterr().out
     per_seed[1]["async"] = figs(None, None, 3.1)
     assert bench.report_seeds(per_seed, 8.0) is False  # async not reached in a seed: missed
+
+
+def test_the_probe_times_episode_events_by_arrival_not_by_the_robots_clock() -> None:
+    """A simulated arm stamps its events in simulation time (seconds from 0); the window, gaps and time to success
+    are wall times, so an event counts when it arrived."""
+    bench = load_bench()
+    net = Loopback()
+    probe = bench.Probe(net.bus("probe"), ["franka_left"], 10)
+    robot = net.bus("franka_left")
+    codec = probe.codec
+    pub = robot.create_publisher("/franka_left/episode_events", "user/msg/EpisodeEvent")
+    sim_stamp = 12_500_000_000  # 12.5 s of simulation time
+    before = time.time_ns()
+    pub.publish(codec.encode(episode_event_to_msg(end_event("franka_left", 11, sim_stamp / 1e9, True), codec)))
+    after = time.time_ns()
+    (event,) = probe.online_events()
+    assert before <= event.stamp_ns <= after
+    assert (event.robot_id, event.episode_id, event.kind, event.success) == ("franka_left", 11, EpisodeKind.END, True)
+    probe.destroy()
