@@ -643,10 +643,9 @@ def report_seeds(per_seed: dict[int, dict[str, Figures]], minutes: float) -> boo
         )
         print(line)
         if ratios:
-            print(
-                f"    async / sync per seed: {', '.join(f'{r:.2f}x' for r in ratios)}; ratio of the means "
-                f"{np.mean(times['async']) / np.mean(times['sync']):.2f}x"
-            )
+            complete = not missing["async"] and not missing["sync"]  # else the means are over different seeds
+            of_means = f"{np.mean(times['async']) / np.mean(times['sync']):.2f}x" if complete else "n/a"
+            print(f"    async / sync per seed: {', '.join(f'{r:.2f}x' for r in ratios)}; ratio of the means {of_means}")
         if field == "time_to_success_s":
             if missing["async"] == 0 and missing["sync"] == 0:
                 verdict_of = bool(np.mean(times["async"]) <= TIME_TO_SUCCESS_TARGET * np.mean(times["sync"]))
