@@ -43,13 +43,13 @@ memory stay over the first --minutes).
 
 Seeds (`--seeds K`, `--first-seed S`): the pair of runs is repeated for seeds S .. S+K-1; seed s sets the
 algorithm's seed (`learning.seed`, learner and rollout) to s and adds s x SEED_STRIDE to every robot's reset seed,
-so each seed's async and sync runs see the same episodes. With more than one seed, time to 80 % success is given
-as mean +- sd per mode, the ratio of the means and each seed's own ratio, from launch (the target's figure) and
-from the window's start (the online phase alone; launch and the demonstrations take the same time in both
-modes). `--until-success` ends a window as soon as 80 % rolling success is reached (`--minutes` is then the cap);
-the other figures then cover that shorter window. `--updates-per-step X` sets the ratio of both modes (e.g. one
-the async learner can hold on this machine, so that both modes run at the same ratio reached, with the learner
-still the bottleneck). `--json PATH` writes every run's figures.
+so each seed's async and sync runs see the same episodes. With more than one seed, time to 80 % success is given as
+mean +- sd per mode, each seed's own ratio and the ratio of the means (when every seed reached it), from launch (the
+target's figure) and from the window's start (the online phase alone; launch and the demonstrations take the same
+time in both modes). `--until-success` ends a window as soon as 80 % rolling success is reached (`--minutes` is then
+the cap); the other figures then cover that shorter window. `--updates-per-step X` sets the ratio of both modes
+(e.g. one the async learner can hold on this machine, so that both modes run at the same ratio reached, with the
+learner still the bottleneck). `--json PATH` writes every run's figures.
 
 Run: MUJOCO_GL=egl python3 bench/pipeline.py [--quick] [--minutes N] [--memory-minutes M] [--modes async,sync]
      [--config PATH] [--seeds K] [--first-seed S] [--until-success] [--updates-per-step X] [--json PATH]
@@ -235,7 +235,6 @@ class Probe(Node):
 @dataclass
 class RunResult:
     mode: str
-    seed: int
     launched: float  # wall time of `user bringup`
     window: tuple[float, float]  # wall times
     robots: list[str]
@@ -324,7 +323,7 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: Path, seed: int = 0) 
         exits = [line for line in lines if "exit" in line] or lines[-15:]
         print(f"[{mode}] WARNING: user bringup exited with {code} at shutdown:", *exits, sep="\n  ", flush=True)
     return RunResult(
-        mode, seed, bringup.started, (t0, t1), robots, period, summary["start_episode"], events, holds, latencies,
+        mode, bringup.started, (t0, t1), robots, period, summary["start_episode"], events, holds, latencies,
         (before, after), bringup.nodes, bringup.load, run_end, code,
     )  # fmt: skip
 
@@ -393,9 +392,10 @@ def success_reached(events: list[EpisodeEvent]) -> float | None:
 def time_to_success(result: RunResult) -> tuple[float | None, float, tuple[int, int]]:
     """(seconds from launch to SUCCESS_RATE rolling success within the window or None, the rolling success of
     the last episodes, (successes, episodes) online)."""
-    ends = [e for e in result.events if e.kind is EpisodeKind.END and e.stamp_ns / 1e9 <= result.window[1]]
+    ends = sorted((e for e in result.events if e.kind is EpisodeKind.END), key=lambda e: e.stamp_ns)
+    ends = [e for e in ends if e.stamp_ns / 1e9 <= result.window[1]]
     reached = success_reached(ends)
-    outcomes = [e.success for e in sorted(ends, key=lambda e: e.stamp_ns)]
+    outcomes = [e.success for e in ends]
     recent = outcomes[-SUCCESS_WINDOW:]
     final = sum(recent) / len(recent) if recent else float("nan")
     return None if reached is None else reached - result.launched, final, (sum(outcomes), len(outcomes))
