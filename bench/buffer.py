@@ -449,7 +449,8 @@ class MissCost:
 
 
 def _timed_read(storage: Any, view: Any, i: int) -> tuple[Transition, tuple[int, int, int]]:
-    """Record `i` as it is stored, and the ns its read, CDR decode and conversion took."""
+    """Record `i` as it is stored (its camera frames taken back in), and the ns its read, CDR decode and
+    conversion took (reading and decoding the frames after the record counts as its read)."""
     seg, pos = view.position(i)
     t0 = time.perf_counter_ns()
     payload = storage.read_payload(seg, pos)
@@ -457,7 +458,9 @@ def _timed_read(storage: Any, view: Any, i: int) -> tuple[Transition, tuple[int,
     msg = storage.codec.decode(payload, TRANSITION_TYPE)
     t2 = time.perf_counter_ns()
     t = transition_from_msg(msg)
-    return t, (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
+    t3 = time.perf_counter_ns()
+    t = storage.with_frames(t, seg, pos)  # the frames on camera topics after the record (`camera_topics`)
+    return t, (t1 - t0 + time.perf_counter_ns() - t3, t2 - t1, t3 - t2)
 
 
 def miss_cost(directory: Path, n: int, count: int) -> MissCost:

@@ -37,6 +37,7 @@ from user.interfaces.domain import transition_from_msg
 CODEC = default_codec()
 CONFIG = StorageConfig(cache_size=100, fsync="never", segment_max_episodes=10)
 SEG0 = "seg_000000"
+WRIST, FRONT = "/arm/wrist/image/compressed", "/arm/front/image/compressed"  # the test episodes' camera topics
 
 
 class Crash(BaseException):
@@ -127,11 +128,13 @@ def test_an_open_segment_is_rewritten_with_its_committed_episodes_and_a_footer(
     assert seg.state == "closed" and seg.bytes == os.path.getsize(path) and seg.closed_ns is not None
     with open(path, "rb") as f:
         summary = make_reader(f).get_summary()  # a footer and summary: the file is a finished MCAP
-    assert summary is not None and summary.statistics is not None and summary.statistics.message_count == 3 * 5
+    assert summary is not None and summary.statistics is not None and summary.statistics.message_count == 3 * 13
     meta = read_metadata(path.parent)
-    assert meta.message_count == 15 and {t.name: t.message_count for t in meta.topics} == {
+    assert meta.message_count == 39 and {t.name: t.message_count for t in meta.topics} == {
         EVENT_TOPIC: 6,
         TRANSITION_TOPIC: 9,
+        WRIST: 12,  # each step's frame and each episode's last next frame
+        FRONT: 12,
     }
     assert _episode_ids_readable(tmp_path, idx) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert not path.with_name(path.name + RECOVERING_SUFFIX).exists()
@@ -336,7 +339,7 @@ def test_a_missing_metadata_file_is_rebuilt_from_the_index(tmp_path: Path, index
     report = _recover(tmp_path, idx)
     assert report == RecoveryReport(metadata_rebuilt=[SEG0]) and report.changed
     rebuilt = read_metadata(meta_path.parent)
-    assert rebuilt.message_count == written.message_count == 10
+    assert rebuilt.message_count == written.message_count == 10 + 16  # and 16 camera frames
     assert (rebuilt.starting_time_ns, rebuilt.duration_ns) == (written.starting_time_ns, written.duration_ns)
     assert {t.name: t.message_count for t in rebuilt.topics} == {t.name: t.message_count for t in written.topics}
 
@@ -380,8 +383,8 @@ def test_the_summary_line_names_each_segment_and_metadata_comes_from_its_own_row
     )
     assert summary in caplog.text.splitlines()[-1]
     meta = read_metadata(segment_path(tmp_path, SEG0).parent)
-    assert meta.message_count == 2 * 5  # its own two episodes, not the open segment's
-    assert {t.name: t.message_count for t in meta.topics} == {EVENT_TOPIC: 4, TRANSITION_TOPIC: 6}
+    assert meta.message_count == 2 * 13  # its own two episodes, not the open segment's
+    assert {t.name: t.message_count for t in meta.topics} == {EVENT_TOPIC: 4, TRANSITION_TOPIC: 6, WRIST: 8, FRONT: 8}
     walls = [r.wall_ns for r in idx.transitions(stop=6)]
     assert meta.starting_time_ns == min(e.start_wall_ns for e in idx.episodes(idx.segments()[0].id))
     assert meta.starting_time_ns <= min(walls)

@@ -11,6 +11,7 @@ from mcap.reader import make_reader
 
 from test.buffer.factories import episode, transition
 from test.buffer.fsyncs import record_fsyncs
+from user.buffer.camera_topics import frame_from_payload, split
 from user.buffer.config import StorageConfig
 from user.buffer.errors import BufferError, EpisodeNotStoredError, InvalidTransitionError
 from user.buffer.index import Index, TransitionRow
@@ -46,11 +47,16 @@ def _writer(
     return EpisodeWriter(disk, config, clock=clock or Clock(), fault_hook=None if points is None else points.append)
 
 
-def _messages(path: Path) -> list[tuple[str, object]]:
-    """(topic, decoded domain object) of every message of a segment file, in file order."""
+def _messages(path: Path, *, frames: bool = False) -> list[tuple[str, object]]:
+    """(topic, decoded domain object) of every message of a segment file, in file order (camera frames too if
+    `frames`)."""
     out: list[tuple[str, object]] = []
     with open(path, "rb") as f:
         for _schema, channel, message in make_reader(f).iter_messages(log_time_order=False):
+            if channel.topic not in (EVENT_TOPIC, TRANSITION_TOPIC):
+                if frames:
+                    out.append((channel.topic, frame_from_payload(message.data, CODEC)))
+                continue
             msg = CODEC.decode(message.data, EVENT_TYPE if channel.topic == EVENT_TOPIC else TRANSITION_TYPE)
             decoded = episode_event_from_msg(msg) if channel.topic == EVENT_TOPIC else transition_from_msg(msg)
             out.append((channel.topic, decoded))
@@ -64,8 +70,8 @@ def _wire(t: object) -> bytes:
 
 def _as_stored(steps: list[Transition]) -> list[Transition]:
     """An episode's steps as its records hold them: each frame once, the next frames of all but the last step
-    left to the step after it (`user.buffer.next_frames`)."""
-    return [elided(t) for t in steps[:-1]] + steps[-1:]
+    left to the step after it (`user.buffer.next_frames`), the others on camera topics (`camera_topics`)."""
+    return [split(elided(t))[0] for t in steps[:-1]] + [split(t)[0] for t in steps[-1:]]
 
 
 def _stored(w: EpisodeWriter, row: TransitionRow) -> Transition:
@@ -359,7 +365,8 @@ def test_a_step_whose_next_frames_are_not_the_next_steps_keeps_them(
     steps[1] = other
     assert w.add_episode(steps) == 0
     rows = w.index.transitions()
-    assert [_payload(w, r) for r in rows] == [_wire(steps[0]), _wire(elided(steps[1])), _wire(steps[2])]
+    records = [split(steps[0])[0], split(elided(steps[1]))[0], split(steps[2])[0]]
+    assert [_payload(w, r) for r in rows] == [_wire(t) for t in records]
     assert [_wire(w.storage.read(r.index)) for r in rows] == [_wire(t) for t in steps]
 
 
@@ -420,7 +427,7 @@ def test_segments_roll_after_n_episodes_with_metadata_and_sizes(tmp_path: Path, 
     closed = segment_path(tmp_path, "seg_000000")
     assert segments[0].bytes == os.path.getsize(closed) and segments[0].episodes == 2
     meta = read_metadata(closed.parent)
-    assert meta.message_count == 2 * (2 + 2)  # two episodes of START, 2 transitions, END
+    assert meta.message_count == 2 * (2 + 2 + 6)  # two episodes of START, 2 transitions, END, 6 camera frames
     assert [r.segment_id for r in w.index.episodes()] == [segments[0].id, segments[0].id, segments[1].id]
     assert points == [
         *["episode:written", "episode:indexed"] * 2,

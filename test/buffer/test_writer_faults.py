@@ -44,6 +44,9 @@ def _size(directory: Path, name: str) -> int:
     return segment_path(directory, name).stat().st_size
 
 
+ONE_EPISODE = 5 + 8  # messages of a 3-step episode: START, 3 steps, END, and each step's 2 frames + the last 2
+
+
 def _messages_in(directory: Path, name: str) -> int:
     counts, _ = count_messages(segment_path(directory, name))
     return sum(counts.values())
@@ -212,7 +215,7 @@ def test_an_index_that_refuses_an_episode_leaves_no_record_of_it_in_the_segment(
         EpisodeNotStoredError, match="episode 1 .3 steps. was not stored: the index refused it .database"
     ):
         w.add_episode(episode("arm", 1, 3))
-    assert _size(tmp_path, SEG0) == size and _messages_in(tmp_path, SEG0) == 5
+    assert _size(tmp_path, SEG0) == size and _messages_in(tmp_path, SEG0) == ONE_EPISODE
     monkeypatch.setattr(w.index, "commit_episode", real)
     assert w.add_episode(episode("arm", 2, 3)) == 1
     assert [s.name for s in w.index.segments()] == [SEG0, SEG1] and w.episodes_lost == 1
@@ -305,7 +308,7 @@ def test_after_a_full_disk_the_next_episode_is_stored_once_space_is_freed(
     with pytest.raises(EpisodeNotStoredError, match="robot arm's episode 1 .3 steps. was not stored: .*No space left"):
         _live(w, episode("arm", 1, 3))
     assert w.episodes_lost == 1 and w.pending_steps() == {} and w.index.count() == (3, 1)
-    assert _size(tmp_path, SEG0) == size and _messages_in(tmp_path, SEG0) == 5  # cut back to episode 0
+    assert _size(tmp_path, SEG0) == size and _messages_in(tmp_path, SEG0) == ONE_EPISODE  # cut back to episode 0
     assert verify(tmp_path, w.index, CODEC).ok
     disk.full = False  # space freed
     assert _live(w, episode("arm", 2, 3)) == 1
@@ -337,7 +340,7 @@ def test_a_segment_that_cannot_be_closed_keeps_its_committed_episodes(
         "buffer is opened next"
     ]
     assert [(s.name, s.state) for s in w.index.segments()] == [(SEG0, "open")]
-    assert _messages_in(tmp_path, SEG0) == 5
+    assert _messages_in(tmp_path, SEG0) == ONE_EPISODE
     disk.full = False
     w._hook = lambda _point: None
     assert w.add_episode(episode("arm", 1, 3)) == 1

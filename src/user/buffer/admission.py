@@ -13,7 +13,7 @@ from collections.abc import Sequence, Sized
 
 import numpy as np
 
-from user.buffer.next_frames import image_problem
+from user.buffer.camera_topics import image_problem
 from user.interfaces.domain import Transition
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # SQLite INTEGER

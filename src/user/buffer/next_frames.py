@@ -6,8 +6,9 @@ format, bytes and stamp alike), step t's record keeps only a placeholder for eac
 stamp, format `IN_NEXT_STEP`, no bytes) and the frames live in step t+1's record. The last step of an episode,
 and any step whose next images differ from its successor's (a camera that dropped a frame, a reset), keeps
 its next images whole. Reading step t puts step t+1's observation images back (`restore`), so what comes out
-is what went in, bit for bit. An incoming image whose format is `IN_NEXT_STEP` is refused (`image_problem`).
-Segments stay plain rosbag2: `ros2 bag play` publishes the records as stored, placeholders included.
+is what went in, bit for bit. An incoming image whose format is `IN_NEXT_STEP` is refused
+(`camera_topics.image_problem`). The frames a record keeps are themselves stored on a topic per camera after
+it (`camera_topics`).
 """
 
 from __future__ import annotations
@@ -43,17 +44,18 @@ def chained(t: Transition, successor: Transition) -> bool:
     return bool(images) and images == successor.observation.images
 
 
+def keeps_next(ts: Sequence[Transition]) -> list[bool]:
+    """For each step of episode `ts`: whether it keeps its next images (it has some, and they are not its
+    successor's observation images: the last step, a break in the chain)."""
+    return [has_images(t) and not (k + 1 < len(ts) and chained(t, ts[k + 1])) for k, t in enumerate(ts)]
+
+
 def stored_payloads(
     ts: Sequence[Transition], payloads: Sequence[bytes], encode: Callable[[Transition], bytes]
 ) -> list[bytes]:
-    """The bytes each step of episode `ts` is stored as, given `payloads` of their `elided` forms: a step
-    with images whose next images are not its successor's (the last step, a break in the chain) is encoded
-    whole with `encode`."""
-    out = list(payloads)
-    for k, t in enumerate(ts):
-        if has_images(t) and not (k + 1 < len(ts) and chained(t, ts[k + 1])):
-            out[k] = encode(t)
-    return out
+    """The bytes each step of episode `ts` is stored as, given `payloads` of their `elided` forms: a step that
+    `keeps_next` is encoded whole with `encode`."""
+    return [encode(t) if keep else payload for t, payload, keep in zip(ts, payloads, keeps_next(ts), strict=True)]
 
 
 def shared(ts: Sequence[Transition]) -> list[Transition]:
@@ -85,12 +87,3 @@ def successor_problem(t: Transition, successor: Transition | None) -> str | None
 def restore(t: Transition, successor: Transition) -> Transition:
     """`t` with its placeholders replaced by `successor`'s observation images (check `successor_problem` first)."""
     return replace(t, next_observation=replace(t.next_observation, images=successor.observation.images))
-
-
-def image_problem(t: Transition) -> str | None:
-    """Why `t`'s images cannot be stored (one uses the placeholder format), or None."""
-    for which, obs in (("observation", t.observation), ("next observation", t.next_observation)):
-        for img in obs.images:
-            if img.format == IN_NEXT_STEP:
-                return f"{which} image of camera {img.camera!r} has format {IN_NEXT_STEP!r}, reserved by the buffer"
-    return None

@@ -1,29 +1,38 @@
 """What one stored episode becomes: the messages a segment holds for it and the index rows that find them.
 
-In the segment, an EpisodeEvent START, the transitions, an EpisodeEvent END (log times: the steps' wall
-times); in the index, one row per transition at its position and one episode row with its aggregates.
+In the segment, an EpisodeEvent START, the transitions (each followed by its camera frames on their topics:
+`camera_topics`), an EpisodeEvent END (log times: the steps' wall times); in the index, one row per transition
+at its position and one episode row with its aggregates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from user.buffer.camera_topics import camera_topic, frame_payload
 from user.buffer.rows import EpisodeRow, TransitionRow
 from user.buffer.segments import EVENT_TOPIC, TRANSITION_TOPIC, OutMessage, Position
 from user.interfaces.codec import Codec
-from user.interfaces.domain import Transition
+from user.interfaces.domain import EncodedImage, Transition
 from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
 
 
 def episode_messages(
-    codec: Codec, ts: Sequence[Transition], payloads: Sequence[bytes], wall_ns: Sequence[int]
+    codec: Codec,
+    ts: Sequence[Transition],
+    payloads: Sequence[bytes],
+    wall_ns: Sequence[int],
+    frames: Sequence[Sequence[EncodedImage]] | None = None,
 ) -> list[OutMessage]:
-    """START event, the transitions' CDR `payloads`, END event, to be written in this order."""
-    return [
-        _event(codec, ts, EpisodeKind.START, wall_ns[0]),
-        *(OutMessage(TRANSITION_TOPIC, p, w) for p, w in zip(payloads, wall_ns, strict=True)),
-        _event(codec, ts, EpisodeKind.END, wall_ns[-1]),
-    ]
+    """START event, the transitions' CDR `payloads` each followed by its `frames` (`camera_topics.split`), END
+    event, to be written in this order."""
+    out = [_event(codec, ts, EpisodeKind.START, wall_ns[0])]
+    for k, (t, payload, wall) in enumerate(zip(ts, payloads, wall_ns, strict=True)):
+        out.append(OutMessage(TRANSITION_TOPIC, payload, wall))
+        for img in frames[k] if frames is not None else ():
+            out.append(OutMessage(camera_topic(t.robot_id, img.camera), frame_payload(img, codec), wall, joined=True))
+    out.append(_event(codec, ts, EpisodeKind.END, wall_ns[-1]))
+    return out
 
 
 def _event(codec: Codec, ts: Sequence[Transition], kind: EpisodeKind, wall_ns: int) -> OutMessage:

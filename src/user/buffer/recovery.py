@@ -31,12 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from user.buffer.camera_topics import camera_topic, frame_count, frame_from_payload, frames_problem
 from user.buffer.config import StorageConfig
 from user.buffer.errors import BufferIndexError, CorruptRecordError, SegmentError
 from user.buffer.index import EpisodeRow, Index, SegmentRow, TransitionRow
-from user.buffer.mcapscan import has_footer, scan_file
+from user.buffer.mcapscan import MESSAGE_PREFIX, MessageSpan, ScanResult, has_footer, scan_file
 from user.buffer.metadata import METADATA_FILE, fsync_dir, write_metadata
 from user.buffer.quarantine import note, quarantine
+from user.buffer.segment_episodes import WRITER_CHANNELS
 from user.buffer.segments import (
     EVENT_TOPIC,
     EVENT_TYPE,
@@ -52,6 +54,7 @@ from user.buffer.segments import (
 from user.buffer.storage import SEGMENTS_DIR, read_within, segment_path
 from user.buffer.writer import FaultHook
 from user.interfaces.codec import Codec, DecodeError
+from user.interfaces.domain import transition_from_msg
 from user.interfaces.episode_events import EpisodeKind
 from user.interfaces.stamps import now_ns
 
@@ -145,7 +148,7 @@ def _settle_closed(seg: SegmentRow, path: Path, tmp: Path, job: _Job) -> None:
         _recover_open(seg, path, tmp, job, kept_in=kept_in)
         return
     if not (path.parent / METADATA_FILE).exists():
-        write_metadata(path.parent, segment_metadata(path.name, stats_from_index(job.index, seg.id)))
+        write_metadata(path.parent, segment_metadata(path.name, stats_from_index(job.index, seg.id, path)))
         job.report.metadata_rebuilt.append(seg.name)
 
 
@@ -163,14 +166,21 @@ def closed_segment_problem(seg: SegmentRow, path: Path) -> str | None:
     return None
 
 
-def stats_from_index(index: Index, segment_id: int) -> SegmentStats:
-    """A segment's message counts and time range, from its index rows."""
+def stats_from_index(index: Index, segment_id: int, path: Path | None = None) -> SegmentStats:
+    """A segment's message counts and time range, from its index rows; the camera frames (which the index does
+    not list) counted in its file `path`, when given."""
     stats = SegmentStats()
     for ep in index.episodes(segment_id):
         stats.add(EVENT_TOPIC, ep.start_wall_ns)
         stats.add(EVENT_TOPIC, ep.end_wall_ns)
     for row in index.transitions(segment_id=segment_id):
         stats.add(TRANSITION_TOPIC, row.wall_ns)
+    if path is not None:
+        scanned = scan_file(str(path))
+        for m in scanned.messages:
+            topic = scanned.topics.get(m.channel_id)
+            if topic is not None and topic not in (EVENT_TOPIC, TRANSITION_TOPIC):
+                stats.add(topic, m.log_time)
     return stats
 
 
@@ -236,7 +246,8 @@ def _copy_readable(
     path: Path, episodes: list[EpisodeRow], rows: dict[int, list[TransitionRow]], writer: SegmentWriter, codec: Codec
 ) -> _Copy:
     """Copy every readable committed episode of `path` into `writer`, in order; note why each other one is not."""
-    check = _Check(codec, crc_verdicts(path), path.stat().st_size)
+    scanned = _scan(path)
+    check = _Check(codec, _verdicts(scanned), path.stat().st_size, _frame_groups(scanned), scanned.topics)
     copy = _Copy()
     with SegmentReader(path) as reader:
         for ep in episodes:
@@ -281,12 +292,40 @@ class _Check:
     codec: Codec
     crc: dict[int, bool]  # message record offset -> whether its chunk's CRC matched
     size: int  # of the file
+    frames: dict[int, list[MessageSpan]]  # transition record offset -> the camera frames right after it
+    topics: dict[int, str]  # channel id -> topic, where the scan found the channel
+
+
+def _scan(path: Path) -> ScanResult:
+    return scan_file(str(path), check_crc=True, salvage=True)
+
+
+def _verdicts(scanned: ScanResult) -> dict[int, bool]:
+    return {m.offset: m.chunk_crc_ok for m in scanned.messages if m.chunk_crc_ok is not None}
 
 
 def crc_verdicts(path: Path) -> dict[int, bool]:
     """For every message record of `path` inside a chunk with a CRC: whether the chunk's bytes match it."""
-    scanned = scan_file(str(path), check_crc=True, salvage=True)
-    return {m.offset: m.chunk_crc_ok for m in scanned.messages if m.chunk_crc_ok is not None}
+    return _verdicts(_scan(path))
+
+
+def _frame_groups(scanned: ScanResult) -> dict[int, list[MessageSpan]]:
+    """For each transition record the scan found: the messages on other topics (its camera frames) that follow
+    it without a gap (a channel whose record was lost counts as a camera's)."""
+    topics = {**WRITER_CHANNELS, **scanned.topics}
+    groups: dict[int, list[MessageSpan]] = {}
+    head: list[MessageSpan] | None = None
+    end = -1  # where the message before ends
+    for m in scanned.messages:
+        topic = topics.get(m.channel_id)
+        if topic == TRANSITION_TOPIC:
+            head = groups[m.offset] = []
+        elif topic == EVENT_TOPIC or m.offset != end or head is None:
+            head = None
+        else:
+            head.append(m)
+        end = m.offset + MESSAGE_PREFIX + m.length
+    return groups
 
 
 def _episode_messages(
@@ -303,8 +342,56 @@ def _episode_messages(
             if got != (row.robot_id, row.episode_id, row.step, row.is_demo):
                 raise CorruptRecordError(str(reader.path), row.offset, f"holds {got}, not transition {row.index}")
         out.append(OutMessage(TRANSITION_TOPIC, payload, row.wall_ns))
+        out.extend(_frames(reader, row, payload, msg, check))
     out.append(OutMessage(EVENT_TOPIC, _event(reader, ep, EpisodeKind.END, check), ep.end_wall_ns))
     return out
+
+
+def _frames(reader: SegmentReader, row: TransitionRow, payload: bytes, msg: Any, check: _Check) -> list[OutMessage]:
+    """The camera frames after transition `row`'s record (`camera_topics`), to be written after it again: as
+    the scan found them where their chunk's CRC vouches for the transition, else read after the record by the
+    count its decoded message `msg` waits for, and checked against it."""
+    where = str(reader.path)
+    if msg is None:  # vouched for by its chunk's CRC, which covers its frames too (they are in the same chunk)
+        spans = check.frames.get(row.offset, [])
+        if all(check.crc.get(m.offset) for m in spans):
+            return [
+                OutMessage(_frame_topic(where, check, m, p, row), p, m.log_time, joined=True)
+                for m in spans
+                for p in [read_within(reader, Position(m.offset, m.length), check.size)]
+            ]
+        msg = _decoded(where, row.offset, payload, check.codec)
+    t = transition_from_msg(msg)
+    try:
+        payloads = reader.read_following(row.position, frame_count(t))
+        frames = [frame_from_payload(p, check.codec) for p in payloads]
+    except DecodeError as exc:
+        raise CorruptRecordError(where, row.offset, f"a camera frame after transition {row.index}: {exc}") from exc
+    problem = frames_problem(t, frames)
+    if problem is not None:
+        raise CorruptRecordError(where, row.offset, f"transition {row.index}: {problem}")
+    return [
+        OutMessage(camera_topic(row.robot_id, f.camera), p, row.wall_ns, joined=True)
+        for f, p in zip(frames, payloads, strict=True)
+    ]
+
+
+def _frame_topic(where: str, check: _Check, span: MessageSpan, payload: bytes, row: TransitionRow) -> str:
+    """The topic of the camera frame at `span`: its channel's, or (the channel record lost) its camera's."""
+    topic = check.topics.get(span.channel_id)
+    if topic is not None and topic not in (TRANSITION_TOPIC, EVENT_TOPIC):
+        return topic
+    try:
+        return camera_topic(row.robot_id, frame_from_payload(payload, check.codec).camera)
+    except DecodeError as exc:
+        raise CorruptRecordError(where, span.offset, f"not a camera frame: {exc}") from exc
+
+
+def _decoded(where: str, offset: int, payload: bytes, codec: Codec) -> Any:
+    try:
+        return codec.decode(payload, TRANSITION_TYPE)
+    except DecodeError as exc:
+        raise CorruptRecordError(where, offset, str(exc)) from exc
 
 
 def _event(reader: SegmentReader, ep: EpisodeRow, kind: EpisodeKind, check: _Check) -> bytes:

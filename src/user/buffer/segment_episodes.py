@@ -2,7 +2,8 @@
 the index from.
 
 A segment holds each episode as consecutive messages: an EpisodeEvent START, the transitions (steps 0..n-1 of
-the same robot and episode), an EpisodeEvent END counting them. Messages are found by scanning the file in
+the same robot and episode, each followed without a gap by the camera frames its record waits for:
+`camera_topics`), an EpisodeEvent END counting them. Messages are found by scanning the file in
 salvage mode with every chunk's CRC checked; an episode is whole when all its messages are there, in chunks
 whose CRC matches, decode, and agree with each other. Anything else (a damaged chunk, a cut tail, an episode
 without its END) is left out and named, one line per broken stretch.
@@ -16,12 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from user.buffer.camera_topics import frame_count, frame_from_payload, frames_problem
 from user.buffer.mcapscan import MESSAGE_PREFIX, MessageSpan, mapped, scan
 from user.buffer.records import transition_row
 from user.buffer.rows import TransitionRow
-from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TOPICS, TRANSITION_TOPIC, TRANSITION_TYPE, Position
-from user.interfaces.codec import Codec
-from user.interfaces.domain import Transition, transition_from_msg
+from user.buffer.segments import (
+    CAMERA_TOPIC_SUFFIX,
+    EVENT_TOPIC,
+    EVENT_TYPE,
+    TOPICS,
+    TRANSITION_TOPIC,
+    TRANSITION_TYPE,
+    Position,
+)
+from user.interfaces.codec import Codec, DecodeError
+from user.interfaces.domain import EncodedImage, Transition, transition_from_msg
 from user.interfaces.episode_events import EpisodeKind
 
 # The channel ids the buffer's writer gives its topics (it registers TOPICS in order): used where the channel
@@ -64,8 +74,11 @@ class _Reader:
         self.out = SegmentEpisodes()
         self.current: FoundEpisode | None = None
         self.discarding = False  # inside a broken stretch: said once, then quiet until the next START
+        self.waiting: tuple[MessageSpan, Transition, list[EncodedImage]] | None = None  # a record and its frames
+        self.end = -1  # where the message before ends
 
     def broken(self, span: MessageSpan, why: str) -> None:
+        self.waiting = None
         if self.current is not None:
             ep = self.current
             self.out.problems.append(f"episode {ep.episode_id} of {ep.robot_id}: {why} (byte {span.offset})")
@@ -77,14 +90,43 @@ class _Reader:
         start = span.offset + MESSAGE_PREFIX
         payload = bytes(self.data[start : start + span.length])
         topic = self.topics.get(span.channel_id)
+        follows, self.end = span.offset == self.end, span.offset + MESSAGE_PREFIX + span.length
         if span.chunk_crc_ok is False:
             self.broken(span, "its chunk does not match its CRC")
-        elif topic == EVENT_TOPIC:
+            return
+        if self.waiting is not None:
+            if follows and topic not in (EVENT_TOPIC, TRANSITION_TOPIC):
+                self.frame(span, payload)
+                return
+            _, t, frames = self.waiting
+            self.broken(span, f"step {t.step}'s camera frame {len(frames) + 1} of {frame_count(t)} is missing")
+        if topic == EVENT_TOPIC:
             self._decoded(span, payload, EVENT_TYPE, self.event)
         elif topic == TRANSITION_TOPIC:
             self._decoded(span, payload, TRANSITION_TYPE, self.transition)
+        elif topic is not None and topic.endswith(CAMERA_TOPIC_SUFFIX):
+            self.broken(span, f"a camera frame on {topic} after no transition waiting for one")
         else:
             self.broken(span, f"a message on unknown channel {span.channel_id}")
+
+    def frame(self, span: MessageSpan, payload: bytes) -> None:
+        """The message right after a transition whose record waits for camera frames: its next frame."""
+        assert self.waiting is not None
+        head, t, frames = self.waiting
+        due = f"step {t.step}'s camera frame {len(frames) + 1} of {frame_count(t)}"
+        try:
+            frames.append(frame_from_payload(payload, self.codec))
+        except DecodeError as exc:
+            self.broken(span, f"{due} does not decode: {exc}")
+            return
+        if len(frames) < frame_count(t):
+            return
+        problem = frames_problem(t, frames)
+        if problem is not None:
+            self.broken(span, f"step {t.step}: {problem}")
+        elif self.current is not None:
+            self.waiting = None
+            self.current.rows.append(_row(head, t))
 
     def _decoded(
         self, span: MessageSpan, payload: bytes, typename: str, take: Callable[[MessageSpan, Any], None]
@@ -127,6 +169,8 @@ class _Reader:
             self.broken(span, f"{t.robot_id}'s episode {t.episode_id} step {t.step} where step {len(ep.rows)} was due")
         elif not math.isfinite(t.reward):
             self.broken(span, f"step {t.step} has reward {t.reward}")
+        elif frame_count(t):
+            self.waiting = (span, t, [])  # its row is added once its frames are there
         else:
             ep.rows.append(_row(span, t))
 

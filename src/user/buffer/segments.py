@@ -2,8 +2,11 @@
 
 A segment is written episode by episode with `mcap`'s Writer (profile "ros2", schemas "ros2msg" with the
 full message definitions, messages "cdr"), one or more uncompressed chunks per episode, so every message
-sits at a fixed file offset that the index records. Closing a segment writes the MCAP summary and footer
-and then the bag's metadata.yaml (version 5), after which `ros2 bag info` and `ros2 bag play` accept it.
+sits at a fixed file offset that the index records. A transition's camera frames (`user.buffer.camera_topics`)
+are messages on a topic per camera written right after it, in the same chunk: a chunk ends only between
+groups, so the frames of the transition at offset X start where its record ends. Closing a segment writes the
+MCAP summary and footer and then the bag's metadata.yaml (version 5), after which `ros2 bag info` and
+`ros2 bag play` accept it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from mcap.writer import CompressionType, IndexType, Writer
 
 from user import __version__
 from user.buffer.errors import CorruptRecordError, SegmentError, SegmentWriteError, TruncatedSegmentError
-from user.buffer.mcapscan import MESSAGE_PREFIX, ScanError, parse_message_record, scan
+from user.buffer.mcapscan import MESSAGE_PREFIX, OP_MESSAGE, RECORD_PREFIX, ScanError, parse_message_record, scan
 from user.buffer.metadata import BagMetadata, FileInfo, TopicInfo, qos_profile_yaml
 from user.interfaces.codec import Codec
 
@@ -29,10 +32,25 @@ EVENT_TOPIC = "/episode_events"
 TRANSITION_TYPE = "user/msg/Transition"
 EVENT_TYPE = "user/msg/EpisodeEvent"
 TOPICS = ((TRANSITION_TOPIC, TRANSITION_TYPE), (EVENT_TOPIC, EVENT_TYPE))
+FRAME_TYPE = "sensor_msgs/msg/CompressedImage"  # the type of every other topic: one per camera
+CAMERA_TOPIC_SUFFIX = "/image/compressed"  # a camera topic's name ends so (`camera_topics.camera_topic`)
+UNCHUNKED = 1 << 62  # the mcap Writer's chunk size: chunks are cut by `SegmentWriter` only, between groups
+FRAME_READ_AHEAD = 32 * 1024  # bytes read after a transition's record for its camera frames at first
 PROFILE = "ros2"
 SCHEMA_ENCODING = "ros2msg"
 MESSAGE_ENCODING = "cdr"
 STORAGE_ID = "mcap"
+MAX_FOLLOWING_RECORD = 1 << 30  # no camera frame record is this long: a length saying so is damage
+
+
+def topic_type(topic: str) -> str:
+    """The message type of `topic` in a segment; `SegmentError` for a topic the buffer does not write."""
+    for name, typename in TOPICS:
+        if name == topic:
+            return typename
+    if topic.startswith("/") and topic.endswith(CAMERA_TOPIC_SUFFIX):
+        return FRAME_TYPE
+    raise SegmentError(f"topic {topic!r} is not one a segment holds")
 
 
 def segment_file_name(name: str) -> str:
@@ -42,11 +60,12 @@ def segment_file_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class OutMessage:
-    """One message to write: its topic (one of TOPICS), CDR bytes and log time."""
+    """One message to write: its topic (one of TOPICS or a camera topic), CDR bytes and log time."""
 
     topic: str
     data: bytes
     log_time_ns: int
+    joined: bool = False  # written right after the message before it, in its chunk (a transition's frames)
 
 
 @dataclass(frozen=True, order=True)
@@ -66,7 +85,7 @@ class SegmentStats:
     end_ns: int | None = None
 
     def add(self, topic: str, log_time_ns: int) -> None:
-        self.counts[topic] += 1
+        self.counts[topic] = self.counts.get(topic, 0) + 1
         self.start_ns = log_time_ns if self.start_ns is None else min(self.start_ns, log_time_ns)
         self.end_ns = log_time_ns if self.end_ns is None else max(self.end_ns, log_time_ns)
 
@@ -80,12 +99,13 @@ def segment_metadata(file_name: str, stats: SegmentStats) -> BagMetadata:
     start = stats.start_ns or 0
     duration = (stats.end_ns or start) - start
     qos = qos_profile_yaml()
+    cameras = sorted(topic for topic in stats.counts if topic not in dict(TOPICS))
     return BagMetadata(
         storage_identifier=STORAGE_ID,
         relative_file_paths=(file_name,),
         topics=tuple(
-            TopicInfo(name=topic, type=typename, offered_qos_profiles=qos, message_count=stats.counts[topic])
-            for topic, typename in TOPICS
+            TopicInfo(name=topic, type=topic_type(topic), offered_qos_profiles=qos, message_count=stats.counts[topic])
+            for topic in [*(topic for topic, _ in TOPICS), *cameras]
         ),
         starting_time_ns=start,
         duration_ns=duration,
@@ -108,6 +128,9 @@ class SegmentWriter:
     def __init__(self, path: Path, codec: Codec, *, chunk_bytes: int, fsync_episodes: bool, fsync_close: bool) -> None:
         self.path = path
         self.stats = SegmentStats()
+        self._codec = codec
+        self._chunk_bytes = chunk_bytes
+        self._chunk_fill = 0  # bytes of messages in the chunk being built
         self._fsync_episodes = fsync_episodes
         self._fsync_close = fsync_close
         try:
@@ -122,22 +145,15 @@ class SegmentWriter:
         self._closed = False
         self._writer = Writer(
             self._stream,
-            chunk_size=chunk_bytes,
+            chunk_size=UNCHUNKED,  # cut by `write_episode`, never inside a transition's group
             compression=CompressionType.NONE,  # images are JPEG already; keeps messages at fixed offsets
             index_types=IndexType.ALL,
         )
         self._writer.start(profile=PROFILE, library=f"user-buffer/{__version__}")
         self._channels: dict[str, int] = {}
-        for topic, typename in TOPICS:
-            schema_id = self._writer.register_schema(
-                name=typename, encoding=SCHEMA_ENCODING, data=codec.definition(typename).encode("utf-8")
-            )
-            self._channels[topic] = self._writer.register_channel(
-                topic=topic,
-                message_encoding=MESSAGE_ENCODING,
-                schema_id=schema_id,
-                metadata={"offered_qos_profiles": qos_profile_yaml()},
-            )
+        self._schemas: dict[str, int] = {}
+        for topic, _ in TOPICS:
+            self._channel(topic)
         self._sequence = 0
         self._episode_start = self._stream.tell()  # file offset where the episode written last begins
 
@@ -145,13 +161,40 @@ class SegmentWriter:
     def bytes_written(self) -> int:
         return self._stream.tell()
 
+    def _channel(self, topic: str) -> int:
+        """The channel id of `topic`, registered (with its type's schema) on first use."""
+        channel = self._channels.get(topic)
+        if channel is None:
+            typename = topic_type(topic)
+            schema_id = self._schemas.get(typename)
+            if schema_id is None:
+                schema_id = self._schemas[typename] = self._writer.register_schema(
+                    name=typename, encoding=SCHEMA_ENCODING, data=self._codec.definition(typename).encode("utf-8")
+                )
+            channel = self._channels[topic] = self._writer.register_channel(
+                topic=topic,
+                message_encoding=MESSAGE_ENCODING,
+                schema_id=schema_id,
+                metadata={"offered_qos_profiles": qos_profile_yaml()},
+            )
+        return channel
+
     def write_episode(self, messages: Sequence[OutMessage]) -> list[Position]:
-        """Append `messages` as whole chunks, flush them to the OS (and disk, if fsync), return their positions."""
+        """Append `messages` as whole chunks, flush them to the OS (and disk, if fsync); return the positions of
+        the messages that are not `joined` (each joined one lies right after the one before it)."""
         if self._closed:
             raise SegmentError(f"{self.path}: segment already closed")
+        if messages and messages[0].joined:
+            raise SegmentError(f"{self.path}: an episode's first message cannot be joined to one before it")
         start = self._episode_start = self._stream.tell()
         try:
+            for topic in {msg.topic for msg in messages} - self._channels.keys():
+                self._channel(topic)  # before any message: a channel record inside a group would split it
             for msg in messages:
+                if not msg.joined and self._chunk_fill >= self._chunk_bytes:
+                    self._writer.flush()  # type: ignore[no-untyped-call]
+                    self._chunk_fill = 0
+                self._chunk_fill += MESSAGE_PREFIX + len(msg.data)
                 self._sequence += 1
                 self._writer.add_message(
                     channel_id=self._channels[msg.topic],
@@ -161,6 +204,7 @@ class SegmentWriter:
                     sequence=self._sequence & 0xFFFFFFFF,
                 )
             self._writer.flush()  # type: ignore[no-untyped-call]
+            self._chunk_fill = 0
             if self._fsync_episodes:
                 os.fsync(self._stream.fileno())
             positions = self._positions(start, self._stream.tell(), messages)
@@ -185,10 +229,14 @@ class SegmentWriter:
             raise SegmentError(f"{self.path}: cannot read back the episode just written: {exc}") from exc
         if len(found) != len(messages):
             raise SegmentError(f"{self.path}: wrote {len(messages)} messages, found {len(found)} on reading back")
+        end_before = 0  # where the record before ends
         for span, msg in zip(found, messages, strict=True):
             if span.channel_id != self._channels[msg.topic] or span.length != len(msg.data):
                 raise SegmentError(f"{self.path}: message at byte {span.offset} is not the one written there")
-        return [Position(span.offset, span.length) for span in found]
+            if msg.joined and span.offset != end_before:
+                raise SegmentError(f"{self.path}: message at byte {span.offset} does not follow the one before it")
+            end_before = span.offset + MESSAGE_PREFIX + span.length
+        return [Position(span.offset, span.length) for span, msg in zip(found, messages, strict=True) if not msg.joined]
 
     def finish(self) -> SegmentStats:
         """Write the MCAP summary and footer, make the file durable, close it. If that fails, the file is closed
@@ -267,6 +315,40 @@ class SegmentReader:
         except ScanError as exc:
             raise CorruptRecordError(str(self.path), position.offset, str(exc)) from exc
         return payload
+
+    def read_following(self, position: Position, count: int) -> list[bytes]:
+        """The payloads of the `count` message records right after the one at `position` (a transition's camera
+        frames); `TruncatedSegmentError` or `CorruptRecordError` if they are not there."""
+        offset = position.offset + MESSAGE_PREFIX + position.length
+        out: list[bytes] = []
+        data, base = b"", offset  # bytes read from file offset `base` on
+        while len(out) < count:
+            what = f"camera frame {len(out) + 1} of {count} after the record at byte {position.offset}"
+            at = offset - base
+            if len(data) - at < RECORD_PREFIX:
+                data, base, at = self._pread(offset, FRAME_READ_AHEAD), offset, 0
+                if len(data) < RECORD_PREFIX:
+                    raise TruncatedSegmentError(str(self.path), offset, f"the file ends before {what}")
+            opcode, size = data[at], RECORD_PREFIX + int.from_bytes(data[at + 1 : at + RECORD_PREFIX], "little")
+            if opcode != OP_MESSAGE or not MESSAGE_PREFIX <= size <= MAX_FOLLOWING_RECORD:
+                raise CorruptRecordError(str(self.path), offset, f"{what} is not there (opcode {opcode:#x}, {size} B)")
+            if len(data) - at < size:
+                data, base, at = self._pread(offset, max(size, FRAME_READ_AHEAD)), offset, 0
+                if len(data) < size:
+                    raise TruncatedSegmentError(str(self.path), offset, f"{what} needs {size} B, {len(data)} present")
+            try:
+                _, payload = parse_message_record(data[at : at + size], offset)
+            except ScanError as exc:
+                raise CorruptRecordError(str(self.path), offset, f"{what}: {exc}") from exc
+            out.append(payload)
+            offset += size
+        return out
+
+    def _pread(self, offset: int, size: int) -> bytes:
+        try:
+            return os.pread(self._fd, size, offset)
+        except OSError as exc:
+            raise SegmentError(f"{self.path}: cannot read byte {offset} ({_reason(exc)})") from exc
 
     def close(self) -> None:
         if self._fd >= 0:

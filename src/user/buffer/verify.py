@@ -4,11 +4,12 @@
 * every index row is numbered contiguously, belongs to a known episode and segment, and its episode's steps
   run 0..steps-1; no robot's episode is stored twice;
 * every indexed position holds a whole MCAP message record that decodes as the transition the row
-  describes (robot, episode, step, demo flag), a step stored without its next frames is followed by its
-  next step with the same cameras (`next_frames`), and every episode's START/END events decode;
+  describes (robot, episode, step, demo flag) and is followed by the camera frames it waits for (their
+  cameras and stamps: `camera_topics`), a step stored without its next frames is followed by its next step
+  with the same cameras (`next_frames`), and every episode's START/END events decode;
 * every segment file is read by an independent reader (`mcap`'s NonSeekingReader, which needs no footer)
-  and holds at least the indexed messages (exactly that many once closed); closed segments have a
-  version-5 metadata.yaml whose counts agree with the index.
+  and holds at least the indexed messages and their frames (exactly that many once closed); closed segments
+  have a version-5 metadata.yaml whose counts agree with the index and, for camera topics, with the file.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from mcap.exceptions import McapError
 from mcap.reader import NonSeekingReader
 
+from user.buffer.camera_topics import frame_count, frame_from_payload, frames_problem
 from user.buffer.errors import BagReadError, SegmentError
 from user.buffer.index import EpisodeRow, Index, SegmentRow, TransitionRow
 from user.buffer.index_rows import reindex_hint
@@ -32,6 +34,7 @@ from user.buffer.next_frames import IN_NEXT_STEP
 from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TRANSITION_TOPIC, TRANSITION_TYPE, SegmentReader
 from user.buffer.storage import SEGMENTS_DIR, read_within, segment_path
 from user.interfaces.codec import Codec, DecodeError
+from user.interfaces.domain import transition_from_msg
 
 _log = logging.getLogger("user.buffer.verify")
 MAX_PROBLEMS = 100
@@ -91,9 +94,8 @@ def verify(directory: Path, index: Index, codec: Codec, *, decode: bool = True) 
             if seg_rows or seg.state == "closed":
                 report.problem(f"segment {seg.name}: file {path} is missing")
             continue
-        if decode:
-            _check_positions(path, seg_rows, seg_eps, codec, report)
-        _check_segment_file(seg, path, len(seg_rows), 2 * len(seg_eps), report)
+        frames = _check_positions(path, seg_rows, seg_eps, codec, report) if decode else None
+        _check_segment_file(seg, path, len(seg_rows), 2 * len(seg_eps), report, frames=frames)
     return report
 
 
@@ -152,8 +154,10 @@ def _check_unique_episodes(episodes: list[EpisodeRow], report: VerifyReport) -> 
 
 def _check_positions(
     path: Path, rows: list[TransitionRow], episodes: list[EpisodeRow], codec: Codec, report: VerifyReport
-) -> None:
+) -> int:
+    """Check each indexed message of one segment; returns how many camera frames its records wait for."""
     size = path.stat().st_size
+    frames = 0
     with SegmentReader(path) as reader:
         elided: tuple[TransitionRow, list[str]] | None = None  # the row before, if its next frames are in this one
         for row in rows:
@@ -166,6 +170,7 @@ def _check_positions(
             got = (str(msg.robot_id), int(msg.episode_id), int(msg.step), bool(msg.is_demo))
             if got != (row.robot_id, row.episode_id, row.step, row.is_demo):
                 report.problem(f"transition {row.index}: the segment holds {got}, the index says {row}")
+            frames += _check_frames(reader, row, msg, codec, report)
             if elided is not None:
                 _check_successor(*elided, row, msg, report)
             elided = (row, _cameras(msg.next_observation)) if _is_elided(msg) else None
@@ -182,6 +187,28 @@ def _check_positions(
                     report.problem(
                         f"episode {ep.episode}: event at {position.offset} is not its {('START', 'END')[kind]}"
                     )
+    return frames
+
+
+def _check_frames(reader: SegmentReader, row: TransitionRow, msg: Any, codec: Codec, report: VerifyReport) -> int:
+    """The camera frames after transition `row`'s record are the ones it waits for; returns how many it waits for."""
+    try:
+        t = transition_from_msg(msg)
+    except (ValueError, TypeError) as exc:
+        report.problem(f"transition {row.index}: does not convert ({exc})")
+        return 0
+    count = frame_count(t)
+    if not count:
+        return 0
+    try:
+        frames = [frame_from_payload(p, codec) for p in reader.read_following(row.position, count)]
+    except (SegmentError, DecodeError) as exc:
+        report.problem(f"transition {row.index}: its camera frames: {exc}")
+        return count
+    problem = frames_problem(t, frames)
+    if problem is not None:
+        report.problem(f"transition {row.index}: {problem}")
+    return count
 
 
 def _is_elided(msg: Any) -> bool:
@@ -226,17 +253,31 @@ def count_messages(path: Path) -> tuple[Counter[str], str | None]:
     return counts, None
 
 
-def _check_segment_file(seg: SegmentRow, path: Path, transitions: int, events: int, report: VerifyReport) -> None:
+def _check_segment_file(
+    seg: SegmentRow, path: Path, transitions: int, events: int, report: VerifyReport, *, frames: int | None
+) -> None:
+    """The file's messages per topic against the index (`frames`: camera frames its records wait for, if known)
+    and, once closed, its metadata.yaml against both."""
     counts, cut = count_messages(path)
     closed = seg.state == "closed"
     if closed and cut is not None:
         report.problem(f"segment {seg.name}: closed, but {path.name} does not read to its end ({cut})")
+    cameras = {topic: n for topic, n in counts.items() if topic not in (TRANSITION_TOPIC, EVENT_TOPIC)}
+    found = sum(cameras.values())
+    if frames is not None and (found < frames or (closed and found != frames)):
+        report.problem(f"segment {seg.name}: {found} camera frames in {path.name}, its records wait for {frames}")
     for topic, indexed in ((TRANSITION_TOPIC, transitions), (EVENT_TOPIC, events)):
         found = counts.get(topic, 0)
         if found < indexed or (closed and found != indexed):
             report.problem(f"segment {seg.name}: {found} {topic} messages in {path.name}, the index has {indexed}")
-    if not closed:
-        return
+    if closed:
+        _check_metadata(seg, path, transitions, events, report, cameras=cameras)
+
+
+def _check_metadata(
+    seg: SegmentRow, path: Path, transitions: int, events: int, report: VerifyReport, *, cameras: dict[str, int]
+) -> None:
+    """A closed segment's metadata.yaml: Humble's version, its file, and its counts (`cameras`: as in the file)."""
     try:
         meta = read_metadata(path.parent)
     except BagReadError as exc:
@@ -249,3 +290,6 @@ def _check_segment_file(seg: SegmentRow, path: Path, transitions: int, events: i
     declared = {t.name: t.message_count for t in meta.topics}
     if declared.get(TRANSITION_TOPIC) != transitions or declared.get(EVENT_TOPIC) != events:
         report.problem(f"segment {seg.name}: metadata.yaml counts {declared}, the index {transitions}/{events}")
+    declared_cameras = {topic: n for topic, n in declared.items() if topic not in (TRANSITION_TOPIC, EVENT_TOPIC)}
+    if declared_cameras != cameras:
+        report.problem(f"segment {seg.name}: metadata.yaml counts camera frames {declared_cameras}, the file {cameras}")

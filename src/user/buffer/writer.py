@@ -2,7 +2,8 @@
 
 An episode reaches the buffer whole or not at all: its values are checked (`admission`) and a (robot, episode)
 the buffer holds already is refused before anything is written; then its messages (an EpisodeEvent START, the
-transitions with each camera frame once (`next_frames`), an EpisodeEvent END) are appended to the open segment,
+transitions with each camera frame once (`next_frames`) on a topic per camera (`camera_topics`), an
+EpisodeEvent END) are appended to the open segment,
 flushed (and fsynced, by policy), and only then are its index rows committed in one transaction. That commit is
 the point of no return; a crash before it drops the episode on restart, a crash after it keeps it. A write or
 index error instead closes the segment cut back to its last committed episode (no record the index does not
@@ -28,6 +29,7 @@ from user.buffer.admission import (
     wall_problem,
     whole_episode_problem,
 )
+from user.buffer.camera_topics import split
 from user.buffer.config import StorageConfig
 from user.buffer.errors import (
     BufferError,
@@ -37,7 +39,7 @@ from user.buffer.errors import (
 )
 from user.buffer.index import Index
 from user.buffer.metadata import fsync_dir, write_metadata
-from user.buffer.next_frames import elided, has_images, shared, stored_payloads
+from user.buffer.next_frames import elided, keeps_next, shared, stored_payloads
 from user.buffer.records import episode_messages, index_rows
 from user.buffer.segments import SegmentWriter, segment_metadata
 from user.buffer.storage import DiskStorage, segment_path
@@ -112,10 +114,11 @@ class EpisodeWriter:
     def add(self, transition: Transition, wall_ns: int | None = None, payload: bytes | None = None) -> int | None:
         """Take one transition; returns the buffer episode number when it completed (and stored) an episode.
 
-        `payload`, when given, must be the CDR bytes of exactly `transition` as `encode` would give them (e.g.
+        `payload`, when given, must be the CDR bytes of exactly `transition` as `transition_to_msg` gives them (e.g.
         as they arrived on the wire, checked with `user.interfaces.domain.is_canonical_transition`): a
-        transition without images is stored as they are; one with images is encoded again, its next frames
-        left to the next step's record (`user.buffer.next_frames`).
+        transition without images is stored as they are; one with images is encoded again, its frames on
+        camera topics (`user.buffer.camera_topics`) and its next frames left to the next step
+        (`user.buffer.next_frames`).
 
         A transition whose values cannot be stored raises `InvalidTransitionError` and changes nothing (the
         robot's episode in progress stays as it was); an episode the buffer holds already is dropped whole."""
@@ -149,7 +152,7 @@ class EpisodeWriter:
             problem = shape_problem(pending.transitions[0], transition)
         if problem is None and wall_ns is not None:
             problem = wall_problem(wall_ns)
-        if problem is None and (payload is None or has_images(transition)):
+        if problem is None and (payload is None or _has_frames(transition)):
             try:  # stored with its next frames in the next step (`next_frames`); the last step is encoded anew
                 payload = self.encode(elided(transition))
             except EncodeError as exc:
@@ -200,7 +203,7 @@ class EpisodeWriter:
             for k, t in enumerate(transitions):
                 payload = payloads[k] if payloads is not None else None
                 pending.payloads.append(
-                    payload if payload is not None and not has_images(t) else self.encode(elided(t))
+                    payload if payload is not None and not _has_frames(t) else self.encode(elided(t))
                 )
         except EncodeError as exc:
             raise InvalidTransitionError(f"episode {name} refused: step {k}: {exc}") from exc
@@ -232,8 +235,8 @@ class EpisodeWriter:
         return self._finish(robot)
 
     def encode(self, transition: Transition) -> bytes:
-        """The CDR bytes a transition is stored as."""
-        return self.codec.encode(transition_to_msg(transition, self.codec))
+        """The CDR bytes a transition's record is stored as (its frames on camera topics: `camera_topics`)."""
+        return self.codec.encode(transition_to_msg(split(transition)[0], self.codec))
 
     def discard_episode(self, robot_id: str) -> int:
         """Forget `robot_id`'s unfinished episode; returns how many steps were dropped."""
@@ -280,7 +283,8 @@ class EpisodeWriter:
         ts = pending.transitions
         first, number = self._next_index, self._next_episode
         payloads = stored_payloads(ts, pending.payloads, self.encode)
-        messages = episode_messages(self.codec, ts, payloads, pending.wall_ns)
+        frames = [split(t if keep else elided(t))[1] for t, keep in zip(ts, keeps_next(ts), strict=True)]
+        messages = episode_messages(self.codec, ts, payloads, pending.wall_ns, frames)
         try:
             segment = self._open_segment()
         except STORAGE_ERRORS as exc:
@@ -398,3 +402,8 @@ class EpisodeWriter:
             raise BufferError(
                 f"saved writer state expects transition {state['next_index']}, the index ends at {self._next_index}"
             )
+
+
+def _has_frames(t: Transition) -> bool:
+    """Whether `t` carries camera frames (its record is then encoded by the buffer: `camera_topics`)."""
+    return bool(t.observation.images or t.next_observation.images)

@@ -1,0 +1,137 @@
+"""Camera frames on a topic per camera: a segment plays back in rviz like the robot that recorded it.
+
+A step's record on `/transitions` keeps, for each of its images, a placeholder (its camera and stamp, format
+`ON_CAMERA_TOPIC`, no bytes); the frames themselves follow the record as sensor_msgs/CompressedImage messages
+on `/<robot>/<camera>/image/compressed` (the robot's own image topic), in the same chunk (`segments`): first
+every observation image, then each next-observation image that is not stored in the next step's record
+(`next_frames`: only the last step of an episode, or a break in the chain, keeps its own). So each frame a
+camera took is one message on its topic, and `ros2 bag play` of a segment republishes the camera streams.
+
+Reading a record takes the frames after it back into its placeholders (`attach`), after checking that there
+are as many as it waits for and that each one's camera and stamp are the placeholder's (`frames_problem`), so
+a transition comes out bit for bit as it went in. An incoming image in the placeholder format is refused
+(`next_frames.image_problem`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from user.buffer.next_frames import IN_NEXT_STEP
+from user.buffer.segments import CAMERA_TOPIC_SUFFIX, FRAME_TYPE
+from user.interfaces.codec import Codec
+from user.interfaces.domain import EncodedImage, Observation, Transition
+from user.interfaces.stamps import from_time, header
+
+ON_CAMERA_TOPIC = "user/on-camera-topic"  # the format of a placeholder whose frame follows the record
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9]+")
+
+
+def _token(name: str) -> str:
+    """`name` as one token of a ROS topic name (letters, digits, single underscores; not starting with a digit)."""
+    token = _NOT_IN_NAME.sub("_", name).strip("_") or "unnamed"
+    return f"_{token}" if token[0].isdigit() else token
+
+
+def camera_topic(robot_id: str, camera: str) -> str:
+    """The topic that camera `camera` of robot `robot_id` publishes on (and its frames are stored on)."""
+    return f"/{_token(robot_id)}/{_token(camera)}{CAMERA_TOPIC_SUFFIX}"
+
+
+def split(t: Transition) -> tuple[Transition, list[EncodedImage]]:
+    """`t` as its record stores it (each image a placeholder) and the frames written after the record, in order:
+    the observation images, then the next-observation images that are not `IN_NEXT_STEP` placeholders."""
+    if not t.observation.images and not t.next_observation.images:
+        return t, []
+    frames: list[EncodedImage] = []
+
+    def held(obs: Observation) -> Observation:
+        out = []
+        for img in obs.images:
+            if img.format == IN_NEXT_STEP:
+                out.append(img)
+            else:
+                frames.append(img)
+                out.append(EncodedImage(img.camera, ON_CAMERA_TOPIC, b"", img.stamp_ns))
+        return replace(obs, images=tuple(out))
+
+    record = replace(t, observation=held(t.observation), next_observation=held(t.next_observation))
+    return record, frames
+
+
+def _waiting(t: Transition) -> list[EncodedImage]:
+    """The placeholders of `t` whose frames follow its record, in the order they are written."""
+    return [img for obs in (t.observation, t.next_observation) for img in obs.images if img.format == ON_CAMERA_TOPIC]
+
+
+def frame_count(t: Transition) -> int:
+    """How many camera frames follow the record `t` was read from."""
+    return len(_waiting(t))
+
+
+def frames_problem(t: Transition, frames: Sequence[EncodedImage]) -> str | None:
+    """Why `frames` (read after `t`'s record) are not the ones `t` waits for, or None."""
+    waiting = _waiting(t)
+    if len(frames) != len(waiting):
+        return f"it waits for {len(waiting)} camera frames, {len(frames)} follow it"
+    for k, (want, got) in enumerate(zip(waiting, frames, strict=True)):
+        if (got.camera, got.stamp_ns) != (want.camera, want.stamp_ns):
+            return (
+                f"camera frame {k + 1} after it is camera {got.camera!r} at {got.stamp_ns}, "
+                f"it waits for camera {want.camera!r} at {want.stamp_ns}"
+            )
+        if got.format in (IN_NEXT_STEP, ON_CAMERA_TOPIC):
+            return f"camera frame {k + 1} after it is itself a placeholder ({got.format!r})"
+    return None
+
+
+def attach(t: Transition, frames: Sequence[EncodedImage]) -> Transition:
+    """`t` with its placeholders replaced by `frames` (check `frames_problem` first)."""
+    if not frames:
+        return t
+    queue = iter(frames)
+
+    def filled(obs: Observation) -> Observation:
+        images = tuple(next(queue) if img.format == ON_CAMERA_TOPIC else img for img in obs.images)
+        return replace(obs, images=images)
+
+    return replace(t, observation=filled(t.observation), next_observation=filled(t.next_observation))
+
+
+def frame_msg(img: EncodedImage, codec: Codec) -> Any:
+    """The sensor_msgs/CompressedImage of frame `img` (header.frame_id: its camera)."""
+    return codec.msg_class(FRAME_TYPE)(
+        header=header(img.stamp_ns, img.camera, codec),
+        format=img.format,
+        data=np.frombuffer(img.data, dtype=np.uint8),
+    )
+
+
+def frame_payload(img: EncodedImage, codec: Codec) -> bytes:
+    """The CDR bytes frame `img` is stored as on its camera topic."""
+    return codec.encode(frame_msg(img, codec), FRAME_TYPE)
+
+
+def frame_from_payload(payload: bytes, codec: Codec) -> EncodedImage:
+    """The frame stored as `payload`; `DecodeError` if it is not a CompressedImage."""
+    msg = codec.decode(payload, FRAME_TYPE)
+    return EncodedImage(
+        camera=str(msg.header.frame_id),
+        format=str(msg.format),
+        data=np.asarray(msg.data, dtype=np.uint8).tobytes(),
+        stamp_ns=from_time(msg.header.stamp),
+    )
+
+
+def image_problem(t: Transition) -> str | None:
+    """Why `t`'s images cannot be stored (one uses a placeholder format the buffer reserves), or None."""
+    for which, obs in (("observation", t.observation), ("next observation", t.next_observation)):
+        for img in obs.images:
+            if img.format in (IN_NEXT_STEP, ON_CAMERA_TOPIC):
+                return f"{which} image of camera {img.camera!r} has format {img.format!r}, reserved by the buffer"
+    return None
