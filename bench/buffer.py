@@ -3,8 +3,9 @@
 Everything runs in one invocation on the same transitions: 128x128 RGB views from two cameras ("wrist",
 "front"), JPEG quality 90 (about 5.4 KB each), a 32-float state and a 7-float action, 100 steps per episode.
 Each transition carries its observation and its next observation, so four images (about 22 KB of JPEG); the
-buffer stores each frame once (a step's next frames are the next step's: `user.buffer.next_frames`), so a
-miss reads the next step's record as well.
+buffer stores each frame once (a step's next frames are the next step's: `user.buffer.next_frames`), as a
+message on its camera's topic right after the record (`user.buffer.camera_topics`), so a miss reads the next
+step's record and frames as well.
 Sample-rate trials are interleaved round by round and medians taken, so machine noise hits every
 configuration alike: read the ratios, not the absolute numbers.
 

@@ -50,6 +50,7 @@ def test_a_camera_topic_is_the_robots_image_topic_and_always_a_valid_ros_name() 
     assert camera_topic("arm", "wrist") == "/arm/wrist/image/compressed"
     assert camera_topic("franka left", "2nd cam!") == "/franka_left/_2nd_cam/image/compressed"
     assert camera_topic("a__b", "--") == "/a_b/unnamed/image/compressed"
+    assert camera_topic("X", "_xray_X") == "/X/xray_X/image/compressed"
 
 
 def test_split_leaves_placeholders_in_order_and_attach_puts_the_frames_back() -> None:
@@ -66,6 +67,10 @@ def test_split_leaves_placeholders_in_order_and_attach_puts_the_frames_back() ->
     kept, obs_only = split(elided(t))  # next frames in the next step: only the observation's follow the record
     assert obs_only == list(t.observation.images) and frame_count(kept) == 2
     assert [i.format for i in kept.next_observation.images] == [IN_NEXT_STEP] * 2
+    no_next = replace(t, next_observation=replace(t.next_observation, images=()))
+    assert split(no_next)[1] == list(t.observation.images)
+    no_obs = replace(t, observation=replace(t.observation, images=()))
+    assert split(no_obs)[1] == list(t.next_observation.images)
     bare = episode("arm", 0, 2, images=False)[0]
     assert split(bare) == (bare, []) and frame_count(bare) == 0
 
@@ -245,3 +250,18 @@ def test_recovery_without_chunk_crcs_checks_each_records_frames(tmp_path: Path) 
         assert len(buf) == 2 and _wire(buf.storage.read(1)) == _wire(episode("arm", 1, 2)[1])
         assert [len(t.next_observation.images) for t in buf.storage.get([0, 1])] == [2, 2]
         assert buf.verify().ok
+
+
+def test_a_frame_that_does_not_decode_is_named_by_reading_and_verify(tmp_path: Path) -> None:
+    steps = episode("arm", 0, 2)
+    with ReplayBuffer.open(tmp_path, _config()) as buf:
+        buf.add_episode(steps)
+    path = segment_path(tmp_path, SEG0)
+    [at] = _frame_offsets(path, frame_payload(steps[1].observation.images[0], CODEC))
+    data = bytearray(path.read_bytes())
+    data[at : at + 2] = b"\xff\xff"  # an encapsulation no CDR reader knows
+    path.write_bytes(bytes(data))
+    with ReplayBuffer.open(tmp_path, _config(), read_only=True) as ro:
+        with pytest.raises(CorruptRecordError, match="a camera frame after it does not decode: .*encapsulation ffff"):
+            ro.storage.read(1)
+        assert any(p.startswith("transition 1: its camera frames: ") for p in ro.verify().problems)

@@ -79,7 +79,8 @@ def frames_problem(t: Transition, frames: Sequence[EncodedImage]) -> str | None:
     waiting = _waiting(t)
     if len(frames) != len(waiting):
         return f"it waits for {len(waiting)} camera frames, {len(frames)} follow it"
-    for k, (want, got) in enumerate(zip(waiting, frames, strict=True)):
+    for k, want in enumerate(waiting):
+        got = frames[k]
         if (got.camera, got.stamp_ns) != (want.camera, want.stamp_ns):
             return (
                 f"camera frame {k + 1} after it is camera {got.camera!r} at {got.stamp_ns}, "
@@ -114,7 +115,7 @@ def frame_msg(img: EncodedImage, codec: Codec) -> Any:
 
 def frame_payload(img: EncodedImage, codec: Codec) -> bytes:
     """The CDR bytes frame `img` is stored as on its camera topic."""
-    return codec.encode(frame_msg(img, codec), FRAME_TYPE)
+    return codec.encode(frame_msg(img, codec))
 
 
 def frame_from_payload(payload: bytes, codec: Codec) -> EncodedImage:
@@ -123,7 +124,7 @@ def frame_from_payload(payload: bytes, codec: Codec) -> EncodedImage:
     return EncodedImage(
         camera=str(msg.header.frame_id),
         format=str(msg.format),
-        data=np.asarray(msg.data, dtype=np.uint8).tobytes(),
+        data=bytes(msg.data),  # a uint8 array
         stamp_ns=from_time(msg.header.stamp),
     )
 

@@ -40,7 +40,6 @@ PROFILE = "ros2"
 SCHEMA_ENCODING = "ros2msg"
 MESSAGE_ENCODING = "cdr"
 STORAGE_ID = "mcap"
-MAX_FOLLOWING_RECORD = 1 << 30  # no camera frame record is this long: a length saying so is damage
 
 
 def topic_type(topic: str) -> str:
@@ -229,13 +228,12 @@ class SegmentWriter:
             raise SegmentError(f"{self.path}: cannot read back the episode just written: {exc}") from exc
         if len(found) != len(messages):
             raise SegmentError(f"{self.path}: wrote {len(messages)} messages, found {len(found)} on reading back")
-        end_before = 0  # where the record before ends
         for span, msg in zip(found, messages, strict=True):
             if span.channel_id != self._channels[msg.topic] or span.length != len(msg.data):
                 raise SegmentError(f"{self.path}: message at byte {span.offset} is not the one written there")
-            if msg.joined and span.offset != end_before:
+        for before, span, msg in zip(found, found[1:], messages[1:], strict=False):
+            if msg.joined and span.offset != before.offset + MESSAGE_PREFIX + before.length:
                 raise SegmentError(f"{self.path}: message at byte {span.offset} does not follow the one before it")
-            end_before = span.offset + MESSAGE_PREFIX + span.length
         return [Position(span.offset, span.length) for span, msg in zip(found, messages, strict=True) if not msg.joined]
 
     def finish(self) -> SegmentStats:
@@ -321,26 +319,23 @@ class SegmentReader:
         frames); `TruncatedSegmentError` or `CorruptRecordError` if they are not there."""
         offset = position.offset + MESSAGE_PREFIX + position.length
         out: list[bytes] = []
-        data, base = b"", offset  # bytes read from file offset `base` on
+        data, base = self._pread(offset, FRAME_READ_AHEAD), offset  # bytes read from file offset `base` on
         while len(out) < count:
             what = f"camera frame {len(out) + 1} of {count} after the record at byte {position.offset}"
-            at = offset - base
-            if len(data) - at < RECORD_PREFIX:
-                data, base, at = self._pread(offset, FRAME_READ_AHEAD), offset, 0
+            if base + len(data) - offset < RECORD_PREFIX:
+                data, base = self._pread(offset, FRAME_READ_AHEAD), offset
                 if len(data) < RECORD_PREFIX:
                     raise TruncatedSegmentError(str(self.path), offset, f"the file ends before {what}")
+            at = offset - base
             opcode, size = data[at], RECORD_PREFIX + int.from_bytes(data[at + 1 : at + RECORD_PREFIX], "little")
-            if opcode != OP_MESSAGE or not MESSAGE_PREFIX <= size <= MAX_FOLLOWING_RECORD:
+            if opcode != OP_MESSAGE or size < MESSAGE_PREFIX:
                 raise CorruptRecordError(str(self.path), offset, f"{what} is not there (opcode {opcode:#x}, {size} B)")
-            if len(data) - at < size:
-                data, base, at = self._pread(offset, max(size, FRAME_READ_AHEAD)), offset, 0
-                if len(data) < size:
-                    raise TruncatedSegmentError(str(self.path), offset, f"{what} needs {size} B, {len(data)} present")
-            try:
-                _, payload = parse_message_record(data[at : at + size], offset)
-            except ScanError as exc:
-                raise CorruptRecordError(str(self.path), offset, f"{what}: {exc}") from exc
-            out.append(payload)
+            if base + len(data) - offset < size:
+                present = os.fstat(self._fd).st_size - offset  # (the descriptor was just read through)
+                if present < size:  # a damaged length must not become a huge read
+                    raise TruncatedSegmentError(str(self.path), offset, f"{what} needs {size} B, {present} present")
+                data, base, at = self._pread(offset, size), offset, 0
+            out.append(data[at + MESSAGE_PREFIX : at + size])
             offset += size
         return out
 

@@ -171,7 +171,11 @@ class DiskStorage:
             raise CorruptRecordError(path, position.offset, f"a camera frame after it does not decode: {exc}") from exc
         problem = frames_problem(t, frames)
         if problem is not None:
-            raise CorruptRecordError(str(self._path(segment_id)), position.offset, f"transition {t.step}: {problem}")
+            raise CorruptRecordError(
+                str(self._path(segment_id)),
+                position.offset,
+                f"{t.robot_id}'s episode {t.episode_id} step {t.step}: {problem}",
+            )
         return attach(t, frames)
 
     def read_payload(self, segment_id: int, position: Position) -> bytes:
