@@ -1,6 +1,9 @@
 """Camera frames on a topic per camera: the rules of `camera_topics`, the bag a stored episode leaves (read by
 rosbags' own rosbag2 reader), and what every reader does when a record's frames are not behind it."""
 
+import logging
+import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -231,22 +234,41 @@ def test_a_missing_frame_is_named_by_reading_and_verify(tmp_path: Path) -> None:
     assert segment_episodes(path, CODEC).episodes == []
 
 
-def test_recovery_without_chunk_crcs_checks_each_records_frames(tmp_path: Path) -> None:
+def _undecodable(path: Path, frame: EncodedImage) -> None:
+    """Overwrite the CDR encapsulation of the stored frame `frame` with one no reader knows."""
+    [at] = _frame_offsets(path, frame_payload(frame, CODEC))
+    data = bytearray(path.read_bytes())
+    data[at : at + 2] = b"\xff\xff"
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (_swap_camera_names, "transition 2: camera frame 4 after it is camera 'tnorf'"),
+        (_undecodable, "a camera frame after transition 2: .*encapsulation ffff"),
+    ],
+)
+def test_recovery_without_chunk_crcs_checks_each_records_frames(
+    tmp_path: Path, damage: Callable[[Path, EncodedImage], None], why: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """No chunk CRC to vouch for anything (a header that hides every chunk from the scan): recovery reads each
-    record's frames after it and keeps only the episodes whose frames are theirs."""
+    record's frames after it and keeps only the episodes whose frames are theirs, naming why not."""
     with ReplayBuffer.open(tmp_path, _config()) as buf:
         buf.add_episode(episode("arm", 0, 3))
         buf.add_episode(episode("arm", 1, 2))
+        offset = buf.storage.index.transitions()[2].offset
     path = segment_path(tmp_path, SEG0)
-    _swap_camera_names(path, episode("arm", 0, 3)[2].next_observation.images[1])  # the last step's own
+    damage(path, episode("arm", 0, 3)[2].next_observation.images[1])  # the last step's own next frame
     data = bytearray(path.read_bytes())
     data[9:17] = (1 << 40).to_bytes(8, "little")  # the header claims the whole file: no chunk is scanned
     path.write_bytes(bytes(data))
     index = Index(tmp_path, durable=False)
     index.reopen_segment(index.segments()[0].id)  # recovered as the segment a writer died in
     index.close()
-    with ReplayBuffer.open(tmp_path, _config()) as buf:
+    with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"), ReplayBuffer.open(tmp_path, _config()) as buf:
         assert buf.recovery is not None and buf.recovery.lost == {SEG0: [0]}
+        assert re.search(f"episode 0: {re.escape(str(path))}: bad record at byte {offset}: {why}", caplog.text)
         assert len(buf) == 2 and _wire(buf.storage.read(1)) == _wire(episode("arm", 1, 2)[1])
         assert [len(t.next_observation.images) for t in buf.storage.get([0, 1])] == [2, 2]
         assert buf.verify().ok

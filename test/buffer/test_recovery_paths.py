@@ -32,7 +32,7 @@ from user.buffer.segments import EVENT_TOPIC, TRANSITION_TOPIC, TRANSITION_TYPE,
 from user.buffer.storage import DiskStorage, segment_path
 from user.buffer.writer import EpisodeWriter
 from user.interfaces import default_codec
-from user.interfaces.domain import transition_from_msg
+from user.interfaces.domain import Transition, transition_from_msg, transition_to_msg
 
 CODEC = default_codec()
 CONFIG = StorageConfig(cache_size=100, fsync="never", segment_max_episodes=10)
@@ -55,6 +55,10 @@ def _crash_at(point: str, nth: int) -> Callable[[str], None]:
                 raise Crash(point)
 
     return hook
+
+
+def _wire(t: Transition) -> bytes:
+    return CODEC.encode(transition_to_msg(t, CODEC))
 
 
 def _die(w: EpisodeWriter) -> None:
@@ -584,3 +588,33 @@ def test_a_closed_segment_is_judged_by_its_size_and_footer(
     damage(path)
     expected = problem.format(path=path, name=path.name, size=size, size_plus_1=size + 1)
     assert str(closed_segment_problem(seg, path)) == expected
+
+
+def test_frames_whose_channel_record_was_lost_are_rewritten_on_their_cameras_topics(
+    tmp_path: Path, index: Callable[[], Index], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The camera channels are announced in the first episode's chunk. With the wrist channel's record damaged
+    there, that episode is lost (its chunk's CRC) but the next one is kept whole: its frames on the unknown
+    channel are told apart by decoding them, and the rewrite puts them on the wrist camera's topic again."""
+    _written(tmp_path, 2)
+    path = segment_path(tmp_path, SEG0)
+    data = bytearray(path.read_bytes())
+    data[data.find(WRIST.encode()) - 17] = 0x7F  # the channel record's opcode: a record no reader knows
+    path.write_bytes(bytes(data))
+    idx = index()
+    with caplog.at_level(logging.ERROR, logger="user.buffer.recovery"):
+        report = _recover(tmp_path, idx)
+    assert report.lost == {SEG0: [0]} and report.kept == {SEG0: 1}
+    assert "episode 0: " in caplog.text and "its chunk's bytes do not match its CRC" in caplog.text
+    assert {t.name: t.message_count for t in read_metadata(path.parent).topics} == {
+        EVENT_TOPIC: 2,
+        TRANSITION_TOPIC: 3,
+        WRIST: 4,  # the kept episode's three steps and its last next frame
+        FRONT: 4,
+    }
+    storage = DiskStorage(tmp_path, idx, CODEC, CONFIG)
+    try:
+        steps = episode("arm", 1, 3)
+        assert [_wire(storage.read(i)) for i in range(3)] == [_wire(t) for t in steps]
+    finally:
+        storage.close()

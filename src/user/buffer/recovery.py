@@ -35,7 +35,7 @@ from user.buffer.camera_topics import camera_topic, frame_count, frame_from_payl
 from user.buffer.config import StorageConfig
 from user.buffer.errors import BufferIndexError, CorruptRecordError, SegmentError
 from user.buffer.index import EpisodeRow, Index, SegmentRow, TransitionRow
-from user.buffer.mcapscan import MESSAGE_PREFIX, MessageSpan, ScanResult, has_footer, scan_file
+from user.buffer.mcapscan import MessageSpan, ScanResult, has_footer, scan_file
 from user.buffer.metadata import METADATA_FILE, fsync_dir, write_metadata
 from user.buffer.quarantine import note, quarantine
 from user.buffer.segment_episodes import WRITER_CHANNELS
@@ -310,21 +310,19 @@ def crc_verdicts(path: Path) -> dict[int, bool]:
 
 
 def _frame_groups(scanned: ScanResult) -> dict[int, list[MessageSpan]]:
-    """For each transition record the scan found: the messages on other topics (its camera frames) that follow
-    it without a gap (a channel whose record was lost counts as a camera's)."""
+    """For each transition record the scan found: the messages on other topics (its camera frames) up to the next
+    transition or event (a channel whose record was lost counts as a camera's)."""
     topics = {**WRITER_CHANNELS, **scanned.topics}
     groups: dict[int, list[MessageSpan]] = {}
-    head: list[MessageSpan] | None = None
-    end = -1  # where the message before ends
+    head: list[MessageSpan] = []  # the group being filled (frames before any transition: none are written)
     for m in scanned.messages:
         topic = topics.get(m.channel_id)
         if topic == TRANSITION_TOPIC:
             head = groups[m.offset] = []
-        elif topic == EVENT_TOPIC or m.offset != end or head is None:
-            head = None
+        elif topic == EVENT_TOPIC:
+            head = []
         else:
             head.append(m)
-        end = m.offset + MESSAGE_PREFIX + m.length
     return groups
 
 
@@ -342,38 +340,34 @@ def _episode_messages(
             if got != (row.robot_id, row.episode_id, row.step, row.is_demo):
                 raise CorruptRecordError(str(reader.path), row.offset, f"holds {got}, not transition {row.index}")
         out.append(OutMessage(TRANSITION_TOPIC, payload, row.wall_ns))
-        out.extend(_frames(reader, row, payload, msg, check))
+        out.extend(_frames(reader, row, msg, check))
     out.append(OutMessage(EVENT_TOPIC, _event(reader, ep, EpisodeKind.END, check), ep.end_wall_ns))
     return out
 
 
-def _frames(reader: SegmentReader, row: TransitionRow, payload: bytes, msg: Any, check: _Check) -> list[OutMessage]:
-    """The camera frames after transition `row`'s record (`camera_topics`), to be written after it again: as
-    the scan found them where their chunk's CRC vouches for the transition, else read after the record by the
-    count its decoded message `msg` waits for, and checked against it."""
+def _frames(reader: SegmentReader, row: TransitionRow, msg: Any, check: _Check) -> list[OutMessage]:
+    """The camera frames after transition `row`'s record (`camera_topics`), to be written after it again: as the
+    scan found them where a chunk's CRC vouches for the record (`msg` None; the frames are in its chunk), else
+    read after the record by the count its decoded message `msg` waits for, and checked against it."""
     where = str(reader.path)
-    if msg is None:  # vouched for by its chunk's CRC, which covers its frames too (they are in the same chunk)
-        spans = check.frames.get(row.offset, [])
-        if all(check.crc.get(m.offset) for m in spans):
-            return [
-                OutMessage(_frame_topic(where, check, m, p, row), p, m.log_time, joined=True)
-                for m in spans
-                for p in [read_within(reader, Position(m.offset, m.length), check.size)]
-            ]
-        msg = _decoded(where, row.offset, payload, check.codec)
+    out: list[OutMessage] = []
+    if msg is None:
+        for m in check.frames[row.offset]:
+            payload = read_within(reader, Position(m.offset, m.length), check.size)
+            out.append(OutMessage(_frame_topic(where, check, m, payload, row), payload, m.log_time, joined=True))
+        return out
     t = transition_from_msg(msg)
-    try:
-        payloads = reader.read_following(row.position, frame_count(t))
-        frames = [frame_from_payload(p, check.codec) for p in payloads]
-    except DecodeError as exc:
-        raise CorruptRecordError(where, row.offset, f"a camera frame after transition {row.index}: {exc}") from exc
+    frames = []
+    for payload in reader.read_following(row.position, frame_count(t)):
+        try:
+            frames.append(frame_from_payload(payload, check.codec))
+        except DecodeError as exc:
+            raise CorruptRecordError(where, row.offset, f"a camera frame after transition {row.index}: {exc}") from exc
+        out.append(OutMessage(camera_topic(row.robot_id, frames[-1].camera), payload, row.wall_ns, joined=True))
     problem = frames_problem(t, frames)
     if problem is not None:
         raise CorruptRecordError(where, row.offset, f"transition {row.index}: {problem}")
-    return [
-        OutMessage(camera_topic(row.robot_id, f.camera), p, row.wall_ns, joined=True)
-        for f, p in zip(frames, payloads, strict=True)
-    ]
+    return out
 
 
 def _frame_topic(where: str, check: _Check, span: MessageSpan, payload: bytes, row: TransitionRow) -> str:
@@ -385,13 +379,6 @@ def _frame_topic(where: str, check: _Check, span: MessageSpan, payload: bytes, r
         return camera_topic(row.robot_id, frame_from_payload(payload, check.codec).camera)
     except DecodeError as exc:
         raise CorruptRecordError(where, span.offset, f"not a camera frame: {exc}") from exc
-
-
-def _decoded(where: str, offset: int, payload: bytes, codec: Codec) -> Any:
-    try:
-        return codec.decode(payload, TRANSITION_TYPE)
-    except DecodeError as exc:
-        raise CorruptRecordError(where, offset, str(exc)) from exc
 
 
 def _event(reader: SegmentReader, ep: EpisodeRow, kind: EpisodeKind, check: _Check) -> bytes:
