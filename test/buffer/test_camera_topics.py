@@ -15,11 +15,13 @@ from user.buffer import BufferConfig, RateLimiterConfig, ReplayBuffer, StorageCo
 from user.buffer.camera_topics import (
     ON_CAMERA_TOPIC,
     attach,
+    camera_frames,
     camera_topic,
     frame_count,
     frame_payload,
     frames_problem,
     image_problem,
+    record,
     split,
 )
 from user.buffer.errors import CorruptRecordError
@@ -76,6 +78,19 @@ def test_split_leaves_placeholders_in_order_and_attach_puts_the_frames_back() ->
     assert split(no_obs)[1] == list(t.next_observation.images)
     bare = episode("arm", 0, 2, images=False)[0]
     assert split(bare) == (bare, []) and frame_count(bare) == 0
+
+
+def test_a_record_made_in_one_pass_is_what_split_gives() -> None:
+    for t in [*episode("arm", 0, 2), episode("arm", 0, 2, images=False)[0]]:
+        for keep_next, form in ((True, t), (False, elided(t))):
+            assert _wire(record(t, keep_next=keep_next)) == _wire(split(form)[0])
+            assert camera_frames(t, keep_next=keep_next) == split(form)[1]
+    bare = episode("arm", 0, 2, images=False)[0]
+    assert record(bare, keep_next=False) is bare
+    no_next = replace(bare, observation=episode("arm", 0, 2)[0].observation)
+    assert [i.format for i in record(no_next, keep_next=True).observation.images] == [ON_CAMERA_TOPIC] * 2
+    no_obs = replace(bare, next_observation=episode("arm", 0, 2)[0].next_observation)
+    assert [i.format for i in record(no_obs, keep_next=False).next_observation.images] == [IN_NEXT_STEP] * 2
 
 
 def test_frames_that_are_not_the_records_are_named() -> None:
@@ -143,7 +158,8 @@ def test_frames_follow_their_record_across_chunk_boundaries(tmp_path: Path) -> N
 
 def test_records_without_camera_topics_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A buffer written before the frames moved to camera topics (its records hold their images): read as it was."""
-    monkeypatch.setattr("user.buffer.writer.split", lambda t: (t, []))
+    monkeypatch.setattr("user.buffer.writer.record", lambda t, keep_next: t if keep_next else elided(t))
+    monkeypatch.setattr("user.buffer.writer.camera_frames", lambda t, keep_next: [])
     steps = episode("arm", 0, 3)
     with ReplayBuffer.open(tmp_path, _config()) as buf:
         buf.add_episode(steps)
@@ -202,11 +218,11 @@ def test_reindex_leaves_out_an_episode_whose_frames_were_written_out_of_order(
     """Chunks whose CRCs match but a writer that put step 1's frames in the wrong order: reindex names the step
     and keeps the other episode."""
 
-    def swapped(t: Transition) -> tuple[Transition, list[EncodedImage]]:
-        record, frames = split(t)
-        return record, (frames[::-1] if t.step == 1 and t.episode_id == 0 else frames)
+    def swapped(t: Transition, keep_next: bool) -> list[EncodedImage]:
+        frames = camera_frames(t, keep_next=keep_next)
+        return frames[::-1] if t.step == 1 and t.episode_id == 0 else frames
 
-    monkeypatch.setattr("user.buffer.writer.split", swapped)
+    monkeypatch.setattr("user.buffer.writer.camera_frames", swapped)
     with ReplayBuffer.open(tmp_path, _config()) as buf:
         buf.add_episode(episode("arm", 0, 3))
         buf.add_episode(episode("arm", 1, 2))

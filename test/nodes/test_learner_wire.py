@@ -87,11 +87,11 @@ def _count_encodes(learner: Any, monkeypatch: pytest.MonkeyPatch) -> list[Transi
     """Every transition the buffer's writer encodes itself from now on."""
     writer = learner.session.buffer.writer
     encoded: list[Transition] = []
-    encode: Callable[[Transition], bytes] = writer.encode
+    encode: Callable[..., bytes] = writer.encode
 
-    def recording_encode(t: Transition) -> bytes:
+    def recording_encode(t: Transition, *, keep_next: bool = True) -> bytes:
         encoded.append(t)
-        return encode(t)
+        return encode(t, keep_next=keep_next)
 
     monkeypatch.setattr(writer, "encode", recording_encode)
     return encoded

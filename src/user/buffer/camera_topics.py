@@ -64,6 +64,25 @@ def split(t: Transition) -> tuple[Transition, list[EncodedImage]]:
     return record, frames
 
 
+def record(t: Transition, *, keep_next: bool) -> Transition:
+    """`t` as its record stores it, made in one pass (what `split` gives for `t` if `keep_next`, else for
+    `next_frames.elided(t)`): each image a placeholder, on a camera topic, or in the next step for the next images
+    of a step that does not `keep_next`. `t` comes as a robot sent it (no placeholders: `image_problem`)."""
+    if not t.observation.images and not t.next_observation.images:
+        return t
+    held = tuple(EncodedImage(img.camera, ON_CAMERA_TOPIC, b"", img.stamp_ns) for img in t.observation.images)
+    where = ON_CAMERA_TOPIC if keep_next else IN_NEXT_STEP
+    after = tuple(EncodedImage(img.camera, where, b"", img.stamp_ns) for img in t.next_observation.images)
+    return replace(
+        t, observation=replace(t.observation, images=held), next_observation=replace(t.next_observation, images=after)
+    )
+
+
+def camera_frames(t: Transition, *, keep_next: bool) -> list[EncodedImage]:
+    """The frames written after `record(t, keep_next=...)`, in order (what `split` gives with it)."""
+    return [*t.observation.images, *(t.next_observation.images if keep_next else ())]
+
+
 def _waiting(t: Transition) -> list[EncodedImage]:
     """The placeholders of `t` whose frames follow its record, in the order they are written."""
     return [img for obs in (t.observation, t.next_observation) for img in obs.images if img.format == ON_CAMERA_TOPIC]

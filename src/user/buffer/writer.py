@@ -29,7 +29,7 @@ from user.buffer.admission import (
     wall_problem,
     whole_episode_problem,
 )
-from user.buffer.camera_topics import split
+from user.buffer.camera_topics import camera_frames, record
 from user.buffer.config import StorageConfig
 from user.buffer.errors import (
     BufferError,
@@ -39,7 +39,7 @@ from user.buffer.errors import (
 )
 from user.buffer.index import Index
 from user.buffer.metadata import fsync_dir, write_metadata
-from user.buffer.next_frames import elided, keeps_next, shared, stored_payloads
+from user.buffer.next_frames import keeps_next, shared, stored_payloads
 from user.buffer.records import episode_messages, index_rows
 from user.buffer.segments import SegmentWriter, segment_metadata
 from user.buffer.storage import DiskStorage, segment_path
@@ -154,7 +154,7 @@ class EpisodeWriter:
             problem = wall_problem(wall_ns)
         if problem is None and (payload is None or _has_frames(transition)):
             try:  # stored with its next frames in the next step (`next_frames`); the last step is encoded anew
-                payload = self.encode(elided(transition))
+                payload = self.encode(transition, keep_next=False)
             except EncodeError as exc:
                 problem = str(exc)
         if problem is not None or payload is None:
@@ -203,7 +203,7 @@ class EpisodeWriter:
             for k, t in enumerate(transitions):
                 payload = payloads[k] if payloads is not None else None
                 pending.payloads.append(
-                    payload if payload is not None and not _has_frames(t) else self.encode(elided(t))
+                    payload if payload is not None and not _has_frames(t) else self.encode(t, keep_next=False)
                 )
         except EncodeError as exc:
             raise InvalidTransitionError(f"episode {name} refused: step {k}: {exc}") from exc
@@ -231,12 +231,13 @@ class EpisodeWriter:
         last = pending.transitions[-1] if pending.transitions else None
         if last is not None and not last.done:  # the stored step changes: its bytes are encoded anew
             pending.transitions[-1] = replace(last, truncated=True)
-            pending.payloads[-1] = self.encode(elided(pending.transitions[-1]))
+            pending.payloads[-1] = self.encode(pending.transitions[-1], keep_next=False)
         return self._finish(robot)
 
-    def encode(self, transition: Transition) -> bytes:
-        """The CDR bytes a transition's record is stored as (its frames on camera topics: `camera_topics`)."""
-        return self.codec.encode(transition_to_msg(split(transition)[0], self.codec))
+    def encode(self, transition: Transition, *, keep_next: bool = True) -> bytes:
+        """The CDR bytes a transition's record is stored as (its frames on camera topics, its next ones in the next
+        step's record unless `keep_next`: `camera_topics.record`)."""
+        return self.codec.encode(transition_to_msg(record(transition, keep_next=keep_next), self.codec))
 
     def discard_episode(self, robot_id: str) -> int:
         """Forget `robot_id`'s unfinished episode; returns how many steps were dropped."""
@@ -283,7 +284,7 @@ class EpisodeWriter:
         ts = pending.transitions
         first, number = self._next_index, self._next_episode
         payloads = stored_payloads(ts, pending.payloads, self.encode)
-        frames = [split(t if keep else elided(t))[1] for t, keep in zip(ts, keeps_next(ts), strict=True)]
+        frames = [camera_frames(t, keep_next=keep) for t, keep in zip(ts, keeps_next(ts), strict=True)]
         messages = episode_messages(self.codec, ts, payloads, pending.wall_ns, frames)
         try:
             segment = self._open_segment()
