@@ -18,6 +18,7 @@ from user.buffer.camera_topics import (
     camera_frames,
     camera_topic,
     frame_count,
+    frame_from_payload,
     frame_payload,
     frames_problem,
     image_problem,
@@ -31,6 +32,7 @@ from user.buffer.next_frames import IN_NEXT_STEP, elided
 from user.buffer.segment_episodes import segment_episodes
 from user.buffer.storage import segment_path
 from user.interfaces import default_codec
+from user.interfaces.codec import DecodeError
 from user.interfaces.domain import EncodedImage, Transition, transition_to_msg
 
 CODEC = default_codec()
@@ -303,3 +305,37 @@ def test_a_frame_that_does_not_decode_is_named_by_reading_and_verify(tmp_path: P
         with pytest.raises(CorruptRecordError, match="a camera frame after it does not decode: .*encapsulation ffff"):
             ro.storage.read(1)
         assert any(p.startswith("transition 1: its camera frames: ") for p in ro.verify().problems)
+
+
+@pytest.mark.parametrize(
+    "img",
+    [
+        EncodedImage("wrist", "jpeg", b"\xff\xd8abc", 1_700_000_000_123_456_789),
+        EncodedImage("", "", b"", 0),
+        EncodedImage("cämera 7", "rgb8; jpeg compressed bgr8", bytes(range(256)) * 20, 5),
+        EncodedImage("ab", "png", b"x", -1_500_000_000),
+    ],
+)
+def test_frames_read_directly_are_what_the_codec_reads(img: EncodedImage) -> None:
+    payload = frame_payload(img, CODEC)
+    msg = CODEC.decode(payload, "sensor_msgs/msg/CompressedImage")
+    assert frame_from_payload(payload, CODEC) == img
+    assert (msg.header.frame_id, msg.format, bytes(msg.data)) == (img.camera, img.format, img.data)
+
+
+def test_a_frame_cut_or_damaged_anywhere_is_a_decode_error() -> None:
+    payload = frame_payload(EncodedImage("wrist", "jpeg", b"0123456789", 7), CODEC)
+    for cut in range(4, len(payload) - 1):
+        with pytest.raises(DecodeError, match="cannot decode sensor_msgs/msg/CompressedImage"):
+            frame_from_payload(payload[:cut], CODEC)
+    no_nul = bytearray(payload)
+    no_nul[4 + 8 + 4 + 5] = ord("x")  # the camera name's closing NUL
+    with pytest.raises(DecodeError, match="does not fit or does not end with NUL"):
+        frame_from_payload(bytes(no_nul), CODEC)
+    bad_utf8 = bytearray(payload)
+    bad_utf8[4 + 8 + 4] = 0xFF
+    with pytest.raises(DecodeError, match="utf-8"):
+        frame_from_payload(bytes(bad_utf8), CODEC)
+    big_endian = b"\x00\x00\x00\x00" + payload[4:]  # another encapsulation: the codec's to judge
+    with pytest.raises(DecodeError):
+        frame_from_payload(big_endian, CODEC)

@@ -16,6 +16,7 @@ a transition comes out bit for bit as it went in. An incoming image in the place
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -24,11 +25,14 @@ import numpy as np
 
 from user.buffer.next_frames import IN_NEXT_STEP
 from user.buffer.segments import CAMERA_TOPIC_SUFFIX, FRAME_TYPE
-from user.interfaces.codec import Codec
+from user.interfaces.codec import Codec, DecodeError
 from user.interfaces.domain import EncodedImage, Observation, Transition
 from user.interfaces.stamps import from_time, header
 
 ON_CAMERA_TOPIC = "user/on-camera-topic"  # the format of a placeholder whose frame follows the record
+_CDR_LE = b"\x00\x01\x00\x00"  # the encapsulation header of little-endian plain CDR
+_U32 = struct.Struct("<I")
+_STAMP = struct.Struct("<iI")  # builtin_interfaces/Time: int32 sec, uint32 nanosec
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9]+")
 
 
@@ -138,7 +142,11 @@ def frame_payload(img: EncodedImage, codec: Codec) -> bytes:
 
 
 def frame_from_payload(payload: bytes, codec: Codec) -> EncodedImage:
-    """The frame stored as `payload`; `DecodeError` if it is not a CompressedImage."""
+    """The frame stored as `payload`; `DecodeError` if it is not a CompressedImage. Little-endian CDR (what
+    every writer here produces) is read by `_read_frame`, a direct reader of this one fixed layout (the codec's
+    general decoder costs about 30 us a frame, four frames a cache miss); anything else goes through the codec."""
+    if payload[:4] == _CDR_LE:
+        return _read_frame(payload)
     msg = codec.decode(payload, FRAME_TYPE)
     return EncodedImage(
         camera=str(msg.header.frame_id),
@@ -155,3 +163,31 @@ def image_problem(t: Transition) -> str | None:
             if img.format in (IN_NEXT_STEP, ON_CAMERA_TOPIC):
                 return f"{which} image of camera {img.camera!r} has format {img.format!r}, reserved by the buffer"
     return None
+
+
+def _read_frame(payload: bytes) -> EncodedImage:
+    """A sensor_msgs/CompressedImage in little-endian plain CDR: header (stamp, frame_id), format, data; each
+    string a uint32 length counting its NUL, then the bytes; uint32-aligned from the byte after the 4-byte
+    encapsulation header. `DecodeError` for bytes that do not follow it."""
+    body = memoryview(payload)[4:]
+    try:
+        sec, nanosec = _STAMP.unpack_from(body, 0)
+        camera, at = _string(body, 8)
+        fmt, at = _string(body, (at + 3) & ~3)
+        at = (at + 3) & ~3
+        (size,) = _U32.unpack_from(body, at)
+        if at + 4 + size > len(body):
+            raise ValueError(f"{size} bytes of data announced, {len(body) - at - 4} follow")
+        data = bytes(body[at + 4 : at + 4 + size])
+    except (struct.error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise DecodeError(FRAME_TYPE, str(exc)) from exc
+    return EncodedImage(camera=camera, format=fmt, data=data, stamp_ns=sec * 1_000_000_000 + nanosec)
+
+
+def _string(body: memoryview, at: int) -> tuple[str, int]:
+    """The CDR string at `at` and where it ends."""
+    (size,) = _U32.unpack_from(body, at)
+    end = at + 4 + size
+    if size < 1 or end > len(body) or body[end - 1] != 0:
+        raise ValueError(f"a string of {size} bytes at {at} does not fit or does not end with NUL")
+    return str(body[at + 4 : end - 1], "utf-8"), end
