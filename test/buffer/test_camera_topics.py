@@ -161,7 +161,7 @@ def test_frames_follow_their_record_across_chunk_boundaries(tmp_path: Path) -> N
 def test_records_without_camera_topics_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A buffer written before the frames moved to camera topics (its records hold their images): read as it was."""
     monkeypatch.setattr("user.buffer.writer.record", lambda t, keep_next: t if keep_next else elided(t))
-    monkeypatch.setattr("user.buffer.writer.camera_frames", lambda t, keep_next: [])
+    monkeypatch.setattr("user.buffer.records.camera_frames", lambda t, keep_next: [])
     steps = episode("arm", 0, 3)
     with ReplayBuffer.open(tmp_path, _config()) as buf:
         buf.add_episode(steps)
@@ -224,7 +224,7 @@ def test_reindex_leaves_out_an_episode_whose_frames_were_written_out_of_order(
         frames = camera_frames(t, keep_next=keep_next)
         return frames[::-1] if t.step == 1 and t.episode_id == 0 else frames
 
-    monkeypatch.setattr("user.buffer.writer.camera_frames", swapped)
+    monkeypatch.setattr("user.buffer.records.camera_frames", swapped)
     with ReplayBuffer.open(tmp_path, _config()) as buf:
         buf.add_episode(episode("arm", 0, 3))
         buf.add_episode(episode("arm", 1, 2))
@@ -296,11 +296,7 @@ def test_a_frame_that_does_not_decode_is_named_by_reading_and_verify(tmp_path: P
     steps = episode("arm", 0, 2)
     with ReplayBuffer.open(tmp_path, _config()) as buf:
         buf.add_episode(steps)
-    path = segment_path(tmp_path, SEG0)
-    [at] = _frame_offsets(path, frame_payload(steps[1].observation.images[0], CODEC))
-    data = bytearray(path.read_bytes())
-    data[at : at + 2] = b"\xff\xff"  # an encapsulation no CDR reader knows
-    path.write_bytes(bytes(data))
+    _undecodable(segment_path(tmp_path, SEG0), steps[1].observation.images[0])
     with ReplayBuffer.open(tmp_path, _config(), read_only=True) as ro:
         with pytest.raises(CorruptRecordError, match="a camera frame after it does not decode: .*encapsulation ffff"):
             ro.storage.read(1)

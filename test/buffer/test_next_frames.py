@@ -105,8 +105,8 @@ def test_a_buffer_round_trips_frames_stored_once(tmp_path: Path) -> None:
 def test_readers_name_an_elided_step_without_its_next_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer that left every step's next frames to a step after it (the last steps' too): verify names each
     broken link, and reading such a step is a `CorruptRecordError` saying why, never a transition without frames."""
-    monkeypatch.setattr("user.buffer.writer.stored_payloads", lambda ts, payloads, encode: list(payloads))
-    monkeypatch.setattr("user.buffer.writer.keeps_next", lambda ts: [False] * len(ts))  # nor their frames
+    monkeypatch.setattr("user.buffer.records.stored_payloads", lambda ts, payloads, encode: list(payloads))
+    monkeypatch.setattr("user.buffer.records.keeps_next", lambda ts: [False] * len(ts))  # nor their frames
     with ReplayBuffer.open(tmp_path, _config()) as buf:
         for t in episode("arm", 0, 3) + episode("arm", 1, 2):
             buf.add(t)

@@ -68,6 +68,11 @@ def split(t: Transition) -> tuple[Transition, list[EncodedImage]]:
     return record, frames
 
 
+def has_frames(t: Transition) -> bool:
+    """Whether `t` carries camera frames (its record is then encoded by the buffer)."""
+    return bool(t.observation.images or t.next_observation.images)
+
+
 def record(t: Transition, *, keep_next: bool) -> Transition:
     """`t` as its record stores it, made in one pass (what `split` gives for `t` if `keep_next`, else for
     `next_frames.elided(t)`): each image a placeholder, on a camera topic, or in the next step for the next images

@@ -7,9 +7,10 @@ at its position and one episode row with its aggregates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from user.buffer.camera_topics import camera_topic, frame_payload
+from user.buffer.camera_topics import camera_frames, camera_topic, frame_payload
+from user.buffer.next_frames import keeps_next, stored_payloads
 from user.buffer.rows import EpisodeRow, TransitionRow
 from user.buffer.segments import EVENT_TOPIC, TRANSITION_TOPIC, OutMessage, Position
 from user.interfaces.codec import Codec
@@ -33,6 +34,20 @@ def episode_messages(
             out.append(OutMessage(camera_topic(t.robot_id, img.camera), frame_payload(img, codec), wall, joined=True))
     out.append(_event(codec, ts, EpisodeKind.END, wall_ns[-1]))
     return out
+
+
+def stored_messages(
+    codec: Codec,
+    ts: Sequence[Transition],
+    payloads: Sequence[bytes],
+    wall_ns: Sequence[int],
+    encode: Callable[[Transition], bytes],
+) -> list[OutMessage]:
+    """The messages that store episode `ts`, given `payloads` of its steps' records without their next frames:
+    a step that keeps its next frames (`next_frames.keeps_next`) is encoded whole with `encode`, and each step is
+    followed by the frames it does not leave to the next step (`camera_topics`)."""
+    frames = [camera_frames(t, keep_next=keep) for t, keep in zip(ts, keeps_next(ts), strict=True)]
+    return episode_messages(codec, ts, stored_payloads(ts, payloads, encode), wall_ns, frames)
 
 
 def _event(codec: Codec, ts: Sequence[Transition], kind: EpisodeKind, wall_ns: int) -> OutMessage:

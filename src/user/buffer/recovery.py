@@ -167,8 +167,7 @@ def closed_segment_problem(seg: SegmentRow, path: Path) -> str | None:
 
 
 def stats_from_index(index: Index, segment_id: int, path: Path | None = None) -> SegmentStats:
-    """A segment's message counts and time range, from its index rows; the camera frames (which the index does
-    not list) counted in its file `path`, when given."""
+    """A segment's message counts and time range from its index rows (its camera frames from its file `path`)."""
     stats = SegmentStats()
     for ep in index.episodes(segment_id):
         stats.add(EVENT_TOPIC, ep.start_wall_ns)
@@ -246,7 +245,7 @@ def _copy_readable(
     path: Path, episodes: list[EpisodeRow], rows: dict[int, list[TransitionRow]], writer: SegmentWriter, codec: Codec
 ) -> _Copy:
     """Copy every readable committed episode of `path` into `writer`, in order; note why each other one is not."""
-    scanned = _scan(path)
+    scanned = scan_file(str(path), check_crc=True, salvage=True)
     check = _Check(codec, _verdicts(scanned), path.stat().st_size, _frame_groups(scanned), scanned.topics)
     copy = _Copy()
     with SegmentReader(path) as reader:
@@ -296,17 +295,13 @@ class _Check:
     topics: dict[int, str]  # channel id -> topic, where the scan found the channel
 
 
-def _scan(path: Path) -> ScanResult:
-    return scan_file(str(path), check_crc=True, salvage=True)
-
-
 def _verdicts(scanned: ScanResult) -> dict[int, bool]:
     return {m.offset: m.chunk_crc_ok for m in scanned.messages if m.chunk_crc_ok is not None}
 
 
 def crc_verdicts(path: Path) -> dict[int, bool]:
     """For every message record of `path` inside a chunk with a CRC: whether the chunk's bytes match it."""
-    return _verdicts(_scan(path))
+    return _verdicts(scan_file(str(path), check_crc=True, salvage=True))
 
 
 def _frame_groups(scanned: ScanResult) -> dict[int, list[MessageSpan]]:

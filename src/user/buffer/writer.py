@@ -1,10 +1,9 @@
 """Writer: collects each robot's transitions until its episode ends, then stores the whole episode.
 
 An episode reaches the buffer whole or not at all: its values are checked (`admission`) and a (robot, episode)
-the buffer holds already is refused before anything is written; then its messages (an EpisodeEvent START, the
-transitions with each camera frame once (`next_frames`) on a topic per camera (`camera_topics`), an
-EpisodeEvent END) are appended to the open segment,
-flushed (and fsynced, by policy), and only then are its index rows committed in one transaction. That commit is
+the buffer holds already is refused before anything is written; then its messages (START, the transitions with
+each frame once, on its camera's topic: `records`, END) are appended to the open segment, flushed (and
+fsynced, by policy), and only then are its index rows committed in one transaction. That commit is
 the point of no return; a crash before it drops the episode on restart, a crash after it keeps it. A write or
 index error instead closes the segment cut back to its last committed episode (no record the index does not
 know stays in it; recovery gives it a footer when the buffer is opened next), reports the episode as not stored,
@@ -29,7 +28,7 @@ from user.buffer.admission import (
     wall_problem,
     whole_episode_problem,
 )
-from user.buffer.camera_topics import camera_frames, record
+from user.buffer.camera_topics import has_frames, record
 from user.buffer.config import StorageConfig
 from user.buffer.errors import (
     BufferError,
@@ -39,8 +38,8 @@ from user.buffer.errors import (
 )
 from user.buffer.index import Index
 from user.buffer.metadata import fsync_dir, write_metadata
-from user.buffer.next_frames import keeps_next, shared, stored_payloads
-from user.buffer.records import episode_messages, index_rows
+from user.buffer.next_frames import shared
+from user.buffer.records import index_rows, stored_messages
 from user.buffer.segments import SegmentWriter, segment_metadata
 from user.buffer.storage import DiskStorage, segment_path
 from user.interfaces.codec import Codec, EncodeError
@@ -116,9 +115,7 @@ class EpisodeWriter:
 
         `payload`, when given, must be the CDR bytes of exactly `transition` as `transition_to_msg` gives them (e.g.
         as they arrived on the wire, checked with `user.interfaces.domain.is_canonical_transition`): a
-        transition without images is stored as they are; one with images is encoded again, its frames on
-        camera topics (`user.buffer.camera_topics`) and its next frames left to the next step
-        (`user.buffer.next_frames`).
+        transition without images is stored as they are; one with images is encoded again (`camera_topics`).
 
         A transition whose values cannot be stored raises `InvalidTransitionError` and changes nothing (the
         robot's episode in progress stays as it was); an episode the buffer holds already is dropped whole."""
@@ -152,7 +149,7 @@ class EpisodeWriter:
             problem = shape_problem(pending.transitions[0], transition)
         if problem is None and wall_ns is not None:
             problem = wall_problem(wall_ns)
-        if problem is None and (payload is None or _has_frames(transition)):
+        if problem is None and (payload is None or has_frames(transition)):
             try:  # stored with its next frames in the next step (`next_frames`); the last step is encoded anew
                 payload = self.encode(transition, keep_next=False)
             except EncodeError as exc:
@@ -203,7 +200,7 @@ class EpisodeWriter:
             for k, t in enumerate(transitions):
                 payload = payloads[k] if payloads is not None else None
                 pending.payloads.append(
-                    payload if payload is not None and not _has_frames(t) else self.encode(t, keep_next=False)
+                    payload if payload is not None and not has_frames(t) else self.encode(t, keep_next=False)
                 )
         except EncodeError as exc:
             raise InvalidTransitionError(f"episode {name} refused: step {k}: {exc}") from exc
@@ -235,8 +232,7 @@ class EpisodeWriter:
         return self._finish(robot)
 
     def encode(self, transition: Transition, *, keep_next: bool = True) -> bytes:
-        """The CDR bytes a transition's record is stored as (its frames on camera topics, its next ones in the next
-        step's record unless `keep_next`: `camera_topics.record`)."""
+        """The CDR bytes of a transition's record (frames in the next step's unless `keep_next`: `camera_topics`)."""
         return self.codec.encode(transition_to_msg(record(transition, keep_next=keep_next), self.codec))
 
     def discard_episode(self, robot_id: str) -> int:
@@ -283,9 +279,7 @@ class EpisodeWriter:
         """Write a checked episode and index it; `EpisodeNotStoredError` (nothing of it kept) if either fails."""
         ts = pending.transitions
         first, number = self._next_index, self._next_episode
-        payloads = stored_payloads(ts, pending.payloads, self.encode)
-        frames = [camera_frames(t, keep_next=keep) for t, keep in zip(ts, keeps_next(ts), strict=True)]
-        messages = episode_messages(self.codec, ts, payloads, pending.wall_ns, frames)
+        messages = stored_messages(self.codec, ts, pending.payloads, pending.wall_ns, self.encode)
         try:
             segment = self._open_segment()
         except STORAGE_ERRORS as exc:
@@ -403,8 +397,3 @@ class EpisodeWriter:
             raise BufferError(
                 f"saved writer state expects transition {state['next_index']}, the index ends at {self._next_index}"
             )
-
-
-def _has_frames(t: Transition) -> bool:
-    """Whether `t` carries camera frames (its record is then encoded by the buffer: `camera_topics`)."""
-    return bool(t.observation.images or t.next_observation.images)
