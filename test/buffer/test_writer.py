@@ -11,12 +11,12 @@ from mcap.reader import make_reader
 
 from test.buffer.factories import episode, transition
 from test.buffer.fsyncs import record_fsyncs
-from user.buffer.camera_topics import frame_from_payload, split
+from user.buffer.camera_topics import frame_from_payload, record
 from user.buffer.config import StorageConfig
 from user.buffer.errors import BufferError, EpisodeNotStoredError, InvalidTransitionError
 from user.buffer.index import Index, TransitionRow
 from user.buffer.metadata import read_metadata
-from user.buffer.next_frames import IN_NEXT_STEP, elided
+from user.buffer.next_frames import IN_NEXT_STEP
 from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TRANSITION_TOPIC, TRANSITION_TYPE, Position
 from user.buffer.storage import DiskStorage, segment_path
 from user.buffer.writer import EpisodeWriter, segment_name
@@ -71,7 +71,7 @@ def _wire(t: object) -> bytes:
 def _as_stored(steps: list[Transition]) -> list[Transition]:
     """An episode's steps as its records hold them: each frame once, the next frames of all but the last step
     left to the step after it (`user.buffer.next_frames`), the others on camera topics (`camera_topics`)."""
-    return [split(elided(t))[0] for t in steps[:-1]] + [split(t)[0] for t in steps[-1:]]
+    return [record(t, keep_next=False) for t in steps[:-1]] + [record(t, keep_next=True) for t in steps[-1:]]
 
 
 def _stored(w: EpisodeWriter, row: TransitionRow) -> Transition:
@@ -365,7 +365,7 @@ def test_a_step_whose_next_frames_are_not_the_next_steps_keeps_them(
     steps[1] = other
     assert w.add_episode(steps) == 0
     rows = w.index.transitions()
-    records = [split(steps[0])[0], split(elided(steps[1]))[0], split(steps[2])[0]]
+    records = [record(steps[0], keep_next=True), record(steps[1], keep_next=False), record(steps[2], keep_next=True)]
     assert [_payload(w, r) for r in rows] == [_wire(t) for t in records]
     assert [_wire(w.storage.read(r.index)) for r in rows] == [_wire(t) for t in steps]
 

@@ -17,8 +17,7 @@ import pytest
 
 from test.buffer import factories
 from test.conftest import wait_until
-from user.buffer.camera_topics import split
-from user.buffer.next_frames import elided
+from user.buffer.camera_topics import record
 from user.buffer.segments import Position
 from user.bus.base import BEST_EFFORT
 from user.bus.zenoh_bus import ZenohBus
@@ -150,7 +149,7 @@ def test_transitions_with_images_store_each_frame_once_and_read_back_as_sent(
     assert wait_until(lambda: learner.session.counters.episodes == 1, 20.0)
     stored = _stored(learner)
     assert [_encode(t) for _, t in stored] == sent  # read back: what was sent, frames included
-    records = [split(elided(t))[0] for t in live[:2]] + [split(live[2])[0]]  # the frames on camera topics
+    records = [record(t, keep_next=False) for t in live[:2]] + [record(live[2], keep_next=True)]  # frames on topics
     assert [payload for payload, _ in stored] == [_encode(t) for t in records]
     assert [t.step for t in encoded] == [0, 1, 2, 2]  # each without its next frames, then the last one whole
     assert learner.rejected == 0

@@ -23,14 +23,14 @@ def episode_messages(
     ts: Sequence[Transition],
     payloads: Sequence[bytes],
     wall_ns: Sequence[int],
-    frames: Sequence[Sequence[EncodedImage]] | None = None,
+    frames: Sequence[Sequence[EncodedImage]],
 ) -> list[OutMessage]:
-    """START event, the transitions' CDR `payloads` each followed by its `frames` (`camera_topics.split`), END
-    event, to be written in this order."""
+    """START event, the transitions' CDR `payloads` each followed by its `frames` (`camera_topics`), END event, to
+    be written in this order."""
     out = [_event(codec, ts, EpisodeKind.START, wall_ns[0])]
-    for k, (t, payload, wall) in enumerate(zip(ts, payloads, wall_ns, strict=True)):
+    for t, payload, wall, step_frames in zip(ts, payloads, wall_ns, frames, strict=True):
         out.append(OutMessage(TRANSITION_TOPIC, payload, wall))
-        for img in frames[k] if frames is not None else ():
+        for img in step_frames:
             out.append(OutMessage(camera_topic(t.robot_id, img.camera), frame_payload(img, codec), wall, joined=True))
     out.append(_event(codec, ts, EpisodeKind.END, wall_ns[-1]))
     return out

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from user.buffer.camera_topics import camera_topic, frame_count, frame_from_payload, frames_problem
+from user.buffer.camera_topics import camera_topic, frame_from_payload, read_frames
 from user.buffer.config import StorageConfig
 from user.buffer.errors import BufferIndexError, CorruptRecordError, SegmentError
 from user.buffer.index import EpisodeRow, Index, SegmentRow, TransitionRow
@@ -351,18 +351,13 @@ def _frames(reader: SegmentReader, row: TransitionRow, msg: Any, check: _Check) 
             payload = read_within(reader, Position(m.offset, m.length), check.size)
             out.append(OutMessage(_frame_topic(where, check, m, payload, row), payload, m.log_time, joined=True))
         return out
-    t = transition_from_msg(msg)
-    frames = []
-    for payload in reader.read_following(row.position, frame_count(t)):
-        try:
-            frames.append(frame_from_payload(payload, check.codec))
-        except DecodeError as exc:
-            raise CorruptRecordError(where, row.offset, f"a camera frame after transition {row.index}: {exc}") from exc
-        out.append(OutMessage(camera_topic(row.robot_id, frames[-1].camera), payload, row.wall_ns, joined=True))
-    problem = frames_problem(t, frames)
-    if problem is not None:
-        raise CorruptRecordError(where, row.offset, f"transition {row.index}: {problem}")
-    return out
+    frames, payloads = read_frames(
+        reader, row.position, transition_from_msg(msg), check.codec, f"transition {row.index}"
+    )
+    return [
+        OutMessage(camera_topic(row.robot_id, f.camera), p, row.wall_ns, joined=True)
+        for f, p in zip(frames, payloads, strict=True)
+    ]
 
 
 def _frame_topic(where: str, check: _Check, span: MessageSpan, payload: bytes, row: TransitionRow) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from user.buffer.cache import TransitionCache, cache_capacity
-from user.buffer.camera_topics import attach, frame_count, frame_from_payload, frames_problem
+from user.buffer.camera_topics import attach, frame_count, read_frames
 from user.buffer.columns import Columns, ColumnView
 from user.buffer.config import StorageConfig
 from user.buffer.errors import BufferError, CorruptRecordError, SegmentError, TruncatedSegmentError
@@ -159,22 +159,12 @@ class DiskStorage:
     def with_frames(self, t: Transition, segment_id: int, position: Position) -> Transition:
         """`t`, read at `position` of segment `segment_id`, with the camera frames that follow its record taken
         back into its placeholders (`camera_topics`); `CorruptRecordError` if they are not its frames."""
-        count = frame_count(t)
-        if not count:
+        if not frame_count(t):
             return t
         with self._lock:
-            payloads = self._reader(segment_id).read_following(position, count)
-        try:
-            frames = [frame_from_payload(p, self.codec) for p in payloads]
-        except DecodeError as exc:
-            path = str(self._path(segment_id))
-            raise CorruptRecordError(path, position.offset, f"a camera frame after it does not decode: {exc}") from exc
-        problem = frames_problem(t, frames)
-        if problem is not None:
-            raise CorruptRecordError(
-                str(self._path(segment_id)),
-                position.offset,
-                f"{t.robot_id}'s episode {t.episode_id} step {t.step}: {problem}",
+            reader = self._reader(segment_id)
+            frames, _ = read_frames(
+                reader, position, t, self.codec, f"{t.robot_id}'s episode {t.episode_id} step {t.step}"
             )
         return attach(t, frames)
 

@@ -24,7 +24,7 @@ from typing import Any
 from mcap.exceptions import McapError
 from mcap.reader import NonSeekingReader
 
-from user.buffer.camera_topics import frame_count, frame_from_payload, frames_problem
+from user.buffer.camera_topics import frame_count, read_frames
 from user.buffer.errors import BagReadError, SegmentError
 from user.buffer.index import EpisodeRow, Index, SegmentRow, TransitionRow
 from user.buffer.index_rows import reindex_hint
@@ -198,16 +198,11 @@ def _check_frames(reader: SegmentReader, row: TransitionRow, msg: Any, codec: Co
         report.problem(f"transition {row.index}: does not convert ({exc})")
         return 0
     count = frame_count(t)
-    if not count:
-        return 0
-    try:
-        frames = [frame_from_payload(p, codec) for p in reader.read_following(row.position, count)]
-    except (SegmentError, DecodeError) as exc:
-        report.problem(f"transition {row.index}: its camera frames: {exc}")
-        return count
-    problem = frames_problem(t, frames)
-    if problem is not None:
-        report.problem(f"transition {row.index}: {problem}")
+    if count:
+        try:
+            read_frames(reader, row.position, t, codec, f"transition {row.index}")
+        except SegmentError as exc:  # CorruptRecordError, TruncatedSegmentError
+            report.problem(f"transition {row.index}: its camera frames: {exc}")
     return count
 
 
