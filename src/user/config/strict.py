@@ -13,6 +13,7 @@ value quietly left unused; `inactive_settings` names the fields the selected kin
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from collections.abc import Mapping
@@ -239,6 +240,13 @@ def _type_name(tp: Any) -> str:
     return tp.__name__ if isinstance(tp, type) and not typing.get_args(tp) else str(tp).replace("typing.", "")
 
 
+def unknown_key(key: str, known: list[str]) -> str:
+    """The message for an unknown `key`: the nearest known key when one is close (a typo), then all of them."""
+    near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return f"unknown key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
+
+
 def _build_dataclass(cls: type[Any], value: Any, where: str) -> Any:
     if value is None:
         value = {}
@@ -248,8 +256,7 @@ def _build_dataclass(cls: type[Any], value: Any, where: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [str(k) for k in value if k not in fields]
     if unknown:
-        known = ", ".join(sorted(fields))
-        raise _at(where, f"unknown key {unknown[0]!r} (known keys: {known})")
+        raise _at(where, unknown_key(unknown[0], list(fields)))
     kwargs: dict[str, Any] = {}
     for name, f in fields.items():
         sub = _key(where, name)

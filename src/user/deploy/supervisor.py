@@ -45,6 +45,15 @@ class BringupError(RuntimeError):
     """The deployment could not be started."""
 
 
+def sites_here(deployment: Deployment, names: list[str] | None) -> list[Site]:
+    """The sites whose routers and nodes this host starts: those `--site` names, or every site."""
+    known = {site.name: site for site in deployment.routers()}
+    unknown = [name for name in names or [] if name not in known]
+    if unknown:
+        raise BringupError(f"--site {', '.join(unknown)}: not a site of {deployment.name} ({', '.join(known)})")
+    return [site for name, site in known.items() if not names or name in names]
+
+
 class Supervisor:
     """Owns the router and node processes of one deployment."""
 
@@ -52,11 +61,7 @@ class Supervisor:
         self.deployment = deployment
         default = deployment.log_dir.replace("{run_dir}", f"runs/{deployment.name}").replace("{name}", deployment.name)
         self.log_dir = log_dir or Path(default)  # unbound deployments (no run directory) log under runs/<name>
-        known = {site.name: site for site in deployment.routers()}
-        unknown = [name for name in sites or [] if name not in known]
-        if unknown:
-            raise BringupError(f"--site {', '.join(unknown)}: not a site of {deployment.name} ({', '.join(known)})")
-        self.sites = [site for name, site in known.items() if not sites or name in sites]  # started on this host
+        self.sites = sites_here(deployment, sites)  # started on this host
         self.children: list[Child] = []
         self.routers: dict[str, Child] = {}  # by site name: the routers this supervisor started
         self.router_restarts = 0  # times a router was started again after it exited
