@@ -39,9 +39,10 @@ def _config_dir():
 def _on_exit(spec: RosNodeLaunch, life: NodeLife, this_start: dict):
     def on_exit(event, context):
         this_start["exited"] = True
+        reason = spec.exited(event.returncode)  # also on a shutdown: a killed node's status says how it ended
         if context.is_shutdown:
             return None
-        verdict = life.exited(event.returncode, spec.exit_reason(), time.monotonic())
+        verdict = life.exited(event.returncode, reason, time.monotonic())
         if verdict.outcome is Outcome.RESPAWN:
             _log.warning(verdict.line)
             return [TimerAction(period=verdict.delay_s, actions=_start(spec, life))]

@@ -125,7 +125,7 @@ def test_bringup_starts_router_and_nodes_and_sigint_stops_all(
     assert "SIGTERM" not in text  # every node honoured SIGINT within its allowance
     assert not any(_alive(pid) for pid in pids)
     assert "Publishing" in (tmp_path / "logs" / "talker.log").read_text()
-    assert (tmp_path / "logs" / "talker.status").read_text().startswith("running")
+    assert (tmp_path / "logs" / "talker.status").read_text() == "stopped\n"  # how it ended, not its last running
 
 
 def test_ctrl_c_signals_every_node_at_once(bringup: Callable[[Path], Bringup], tmp_path: Path) -> None:

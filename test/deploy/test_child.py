@@ -1,5 +1,6 @@
 """One supervised process (`user.deploy.child`): SIGINT, SIGTERM, SIGKILL on the deadlines of a clock the test
-drives, and why a process exited, from its status line or, failing that, the last line it wrote."""
+drives, and why a process exited, from its status line or, failing that, the last line it wrote; once it is gone,
+its status line says how it ended even when it could not write that itself."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from test.conftest import wait_until
 from user.deploy.child import Child, last_line
-from user.runtime.status import write_status
+from user.runtime.status import NodeStatus, read_status, write_status
 
 STUBBORN = (  # a process that ignores SIGINT and SIGTERM: only SIGKILL ends it
     "import signal, time\n"
@@ -94,3 +95,39 @@ def test_last_line_reads_only_what_this_start_wrote(tmp_path: Path) -> None:
         f.write(b"[INFO] starting\nValueError: bad \xff value\n\n  \n")
     assert last_line(log, offset) == "ValueError: bad \ufffd value"
     assert last_line(tmp_path / "missing.log", 0) == ""
+
+
+def _running_then(tmp_path: Path, then: str) -> Child:
+    """A node that reports running (as an older node, or one about to be killed, leaves it) and then does `then`."""
+    status = tmp_path / "probe.status"
+    return _child(tmp_path, f"open({str(status)!r}, 'w').write('running\\n')\nprint('ready', flush=True)\n{then}\n")
+
+
+def test_a_killed_node_s_stale_running_becomes_failed_once_it_is_gone(tmp_path: Path) -> None:
+    child = _running_then(tmp_path, STUBBORN)
+    child.start()
+    try:
+        assert wait_until(lambda: child.status() == NodeStatus("running"), 60.0), child.log_path.read_text()
+        assert child.proc is not None
+        child.proc.kill()
+        assert child.proc.wait(30) == -signal.SIGKILL
+    finally:
+        if child.proc is not None and child.proc.poll() is None:
+            child.proc.kill()
+    assert child.finish() == -signal.SIGKILL
+    assert child.status() == NodeStatus("failed", "ended by signal SIGKILL")
+    assert child.exit_reason(-signal.SIGKILL) == ""  # the console line says the signal already, once
+
+
+def test_an_exit_recorded_by_the_child_keeps_the_node_s_reason(tmp_path: Path) -> None:
+    child = _running_then(tmp_path, "import sys; print('RuntimeError: the arm stopped answering'); sys.exit(1)")
+    child.start()
+    assert child.proc is not None and child.proc.wait(60) == 1
+    assert child.finish() == 1
+    assert child.status() == NodeStatus("failed", "RuntimeError: the arm stopped answering")
+    assert child.exit_reason(1) == "RuntimeError: the arm stopped answering"
+    clean = _running_then(tmp_path, "pass")  # exit 0: stopped, though the node did not say so
+    clean.start()
+    assert clean.proc is not None and clean.proc.wait(60) == 0
+    assert clean.finish() == 0 and read_status(tmp_path / "probe.status") == NodeStatus("stopped")
+    assert clean.exit_reason(0) == ""

@@ -21,7 +21,7 @@ from user.deploy.ros_launch import prepare, rviz_command, uses_sim_clock
 from user.deploy.run_dir import bind
 from user.runtime.kinds import load_kind
 from user.runtime.runner import ENV_SHUTDOWN_DEADLINE
-from user.runtime.status import ENV_STATUS_FILE, write_status
+from user.runtime.status import ENV_STATUS_FILE, NodeStatus, read_status, write_status
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -119,6 +119,21 @@ def test_each_node_writes_its_status_where_the_launch_file_reads_it(tmp_path: Pa
     write_status("running", "", talker.status_file)
     assert talker.late_start(life, 12.5) is None and life.running
     assert talker.exit_reason() == ""  # a node that ran and was killed gave no reason
+
+
+def test_the_launch_file_records_how_a_node_ended_when_the_node_could_not(tmp_path: Path) -> None:
+    """What its exit handler calls (`exited`), on a shutdown too: the reason as the node gave it, and a status file
+    that no longer says `running` for a process that is gone."""
+    path = _write(tmp_path, "name: x\nnodes:\n  - {name: t, kind: talker}\n")
+    _, (talker,) = prepare(str(path), str(tmp_path / "run"), False, [])
+    write_status("running", "", talker.status_file)
+    assert talker.exited(-9) == ""  # the console line names the signal: no reason repeats it
+    assert read_status(talker.status_file) == NodeStatus("failed", "ended by signal SIGKILL")
+    write_status("running", "", talker.status_file)
+    assert talker.exited(0) == "" and read_status(talker.status_file) == NodeStatus("stopped")
+    write_status("failed", "RuntimeError: boom", talker.status_file)  # what the node wrote is kept
+    assert talker.exited(1) == "RuntimeError: boom"
+    assert read_status(talker.status_file) == NodeStatus("failed", "RuntimeError: boom")
 
 
 def test_a_non_utf8_deployment_fails_the_launch_in_one_line(tmp_path: Path) -> None:

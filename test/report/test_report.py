@@ -215,6 +215,8 @@ def _check_tables(page: Page, run: Path) -> None:
     assert {r: int(row[3]) + int(row[4]) for r, row in buffer.items()} == counts
     nodes = {row[0]: row[1] for row in page.rows["nodes"][1:]}
     assert nodes["learner"] == "complete"
+    others = ("rollout", "expert_a", "expert_b", "helper_b", "arm_a", "arm_b")  # stopped by bringup, cleanly
+    assert {nodes.get(name) for name in others} == {"stopped"}, nodes
 
 
 def _render(text: str, html: Path, summary: Path) -> None:

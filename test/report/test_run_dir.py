@@ -4,6 +4,7 @@ matplotlib each give a report that says what is missing (never a traceback)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from user.report.errors import NotARunDirectoryError
 from user.report.page import SECTIONS
 from user.report.run_dir import load_run
 from user.report.write import write_report
-from user.runtime.status import write_status
+from user.runtime.status import record_exit, write_status
 
 CONFIG = "name: crashed\nnodes:\n  - {name: learner, kind: learner, params: {note: '<script>x</script> & more'}}\n"
 
@@ -67,6 +68,31 @@ def test_a_run_that_crashed_early_gets_a_report_that_says_what_is_missing(tmp_pa
         files.notes == loaded.notes
         and "episodes.csv is missing: no episode rows (did the learner start?)" in files.notes
     )
+
+
+def test_a_run_stopped_cleanly_shows_each_node_as_it_ended(tmp_path: Path) -> None:
+    """After Ctrl-C every node used to be shown `running`; now each shows how it ended, whoever recorded it."""
+    run = tmp_path / "stopped"
+    (run / "logs").mkdir(parents=True)
+    write_status("running", "", run / "logs" / "learner.status")
+    write_status("stopped", "", run / "logs" / "learner.status")  # the node, at the end of its clean stop
+    write_status("running", "", run / "logs" / "robot.status")
+    record_exit(run / "logs" / "robot.status", -9)  # killed: its launcher recorded it
+    loaded = load_run(run)
+    assert [(n.name, n.state, n.reason) for n in loaded.nodes] == [
+        ("learner", "stopped", ""),
+        ("robot", "failed", "ended by signal SIGKILL"),
+    ]
+    assert not [n for n in loaded.notes if "last status of" in n]
+    rows = re.findall(r"<tr><td>(\w+)</td><td>(\w+)</td>", write_report(run).html.read_text())
+    assert ("learner", "stopped") in rows and ("robot", "failed") in rows
+
+
+def test_a_status_still_saying_running_is_not_taken_for_a_live_node(tmp_path: Path) -> None:
+    """A run directory from before `stopped`, or whose launcher was killed too: the report says what it cannot know."""
+    loaded = load_run(_crashed_run(tmp_path))
+    (note,) = [n for n in loaded.notes if "last status of" in n]
+    assert note.startswith("last status of robot (running): if the run is over, how they ended was not recorded")
 
 
 def test_configuration_text_is_escaped(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from user.robot_loop.outbox import EpisodeOutbox
+from user.robot_loop.outbox import EpisodeOutbox, Resend
 
 
 class Clock:
@@ -30,25 +30,58 @@ def test_unacknowledged_episodes_are_resent_whole_after_the_delay() -> None:
     box.add(8, "8:0", done=False)  # still being recorded: never due
     assert box.due() == []
     clock.t = 2.5
-    assert box.due() == [(7, ["7:0", "7:1", "7:2"])]
+    assert box.due() == [Resend(7, ["7:0", "7:1", "7:2"], after_restart=False)]
     assert box.due() == []  # not again before another delay
     clock.t = 5.0
-    assert [e for e, _ in box.due()] == [7] and box.resent == 2
+    assert [r.episode_id for r in box.due()] == [7] and box.resent == 2
     assert box.acknowledge(7) and box.pending() == [] and box.acknowledged == 1
     clock.t = 10.0
     assert box.due() == []
 
 
-def test_an_acknowledged_episode_is_never_resent_and_a_running_one_cannot_be_acknowledged() -> None:
+def test_an_acknowledged_episode_is_never_resent() -> None:
     clock = Clock()
     box = EpisodeOutbox(resend_after_s=1.0, clock=clock)
     box.acknowledge(-1)
-    box.add(1, "1:0", done=False)
-    assert not box.acknowledge(1)  # not complete yet
-    box.add(1, "1:1", done=True)
-    assert box.acknowledge(1) and not box.acknowledge(1)
+    _episode(box, 1)
+    assert box.acknowledge(1) and not box.acknowledge(1) and box.acknowledged == 1
     clock.t = 5.0
-    assert box.due() == []
+    assert box.due() == [] and box.pending() == []
+
+
+def test_a_receipt_that_comes_before_the_episode_completes_here_is_applied_when_it_does() -> None:
+    """The robot publishes the done step before it adds it here: the learner's receipt may come in between. It
+    used to be dropped, and the episode re-sent (with a warning) though the learner had it."""
+    clock = Clock()
+    box = EpisodeOutbox(resend_after_s=1.0, clock=clock)
+    box.add(1, "1:0", done=False)
+    assert not box.acknowledge(1)  # not complete here yet: remembered
+    assert box.pending() == [] and box.acknowledged == 0
+    box.add(1, "1:1", done=True)
+    assert box.pending() == [] and box.acknowledged == 1
+    box.acknowledge(2)  # an episode that has not even begun here (a one-step episode)
+    box.add(2, "2:0", done=True)
+    box.add(3, "3:0", done=False)
+    box.acknowledge(3)
+    assert box.end_early(3, lambda m: f"{m}:truncated")  # an operator reset, its receipt already here
+    _episode(box, 4)  # no receipt: held as before
+    clock.t = 5.0
+    assert [r.episode_id for r in box.due()] == [4] and box.acknowledged == 3
+
+
+def test_a_receipt_that_does_not_come_is_a_warning_for_each_episode(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    box = EpisodeOutbox(resend_after_s=2.0, clock=clock)
+    box.acknowledge(-1)
+    _episode(box, 7)
+    _episode(box, 8, steps=2)
+    clock.t = 2.0
+    with caplog.at_level(logging.INFO, logger="user.robot_loop.outbox"):
+        assert [r.after_restart for r in box.due()] == [False, False]
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.WARNING, "no receipt for episode 7 from the learner within 2 s: re-sending its 3 transitions"),
+        (logging.WARNING, "no receipt for episode 8 from the learner within 2 s: re-sending its 2 transitions"),
+    ]
 
 
 def test_a_full_outbox_gives_up_the_oldest_loudly(caplog: pytest.LogCaptureFixture) -> None:
@@ -84,7 +117,7 @@ def test_an_episode_ended_without_a_done_step_is_dropped_when_the_next_begins() 
     box.add(1, "1:0", done=False)  # operator reset: episode 1 never gets its done step
     _episode(box, 2)
     clock.t = 5.0
-    assert [e for e, _ in box.due()] == [2]
+    assert [r.episode_id for r in box.due()] == [2]
 
 
 def test_an_episode_ended_early_is_kept_whole_with_its_last_step_truncated() -> None:
@@ -100,5 +133,8 @@ def test_an_episode_ended_early_is_kept_whole_with_its_last_step_truncated() -> 
     _episode(box, 2)
     assert box.pending() == [1, 2]
     clock.t = 5.0
-    assert box.due() == [(1, ["1:0", "1:1:truncated"]), (2, ["2:0", "2:1", "2:2"])]
+    assert [(r.episode_id, r.messages) for r in box.due()] == [
+        (1, ["1:0", "1:1:truncated"]),
+        (2, ["2:0", "2:1", "2:2"]),
+    ]
     assert box.acknowledge(1)

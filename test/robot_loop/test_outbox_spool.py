@@ -4,6 +4,7 @@ back whole, a damaged file is moved aside (never re-sent half); the outbox write
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,15 @@ import pytest
 from test.buffer import factories as f
 from user.interfaces.codec import Codec, default_codec
 from user.interfaces.domain import transition_to_msg
-from user.robot_loop.outbox import EpisodeOutbox
+from user.robot_loop.outbox import EpisodeOutbox, Resend
 from user.robot_loop.outbox_spool import OutboxSpool, SpoolError
+
+
+class Clock:
+    t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
 
 
 def _spool(tmp_path: Path) -> OutboxSpool:
@@ -80,12 +88,6 @@ def test_the_outbox_keeps_completed_episodes_on_disk_until_their_receipt(tmp_pat
 
 
 def test_a_restarted_outbox_resends_what_the_killed_one_left(tmp_path: Path) -> None:
-    class Clock:
-        t = 0.0
-
-        def __call__(self) -> float:
-            return self.t
-
     first = EpisodeOutbox(max_episodes=5, resend_after_s=1.0, spool=_spool(tmp_path))
     _episode(first, 4)
     _episode(first, 5)
@@ -97,8 +99,76 @@ def test_a_restarted_outbox_resends_what_the_killed_one_left(tmp_path: Path) -> 
     assert second.pending() == [4, 5]
     second.acknowledge(4)  # the learner had it already: a receipt, and the learner is there
     clock.t = 2.0
-    assert second.due() == [(5, ["5:0", "5:1", "5:2"])]
+    assert [(r.episode_id, r.messages) for r in second.due()] == [(5, ["5:0", "5:1", "5:2"])]
     assert spool.load() == [(5, ["5:0", "5:1", "5:2"])]
+
+
+def _receipt_while_written(tmp_path: Path, episode_id: int, receipt: Callable[[], object]) -> OutboxSpool:
+    """A spool that runs `receipt` (the bus thread's receipt) while episode `episode_id`'s file is being written:
+    after the outbox let go of its lock, before the file is renamed into place; the interleaving, made exact."""
+
+    def encode(message: object) -> bytes:
+        if message == f"{episode_id}:0":
+            receipt()
+        return str(message).encode()
+
+    return OutboxSpool(tmp_path / "arm.outbox", encode, lambda raw: raw.decode())
+
+
+def test_a_receipt_that_comes_while_the_episode_is_written_leaves_no_file(tmp_path: Path) -> None:
+    """The receipt used to find no file to remove yet, and the file written after it stayed: re-sent by every
+    later start of the robot, though the learner had it."""
+    clock = Clock()
+    box = EpisodeOutbox(max_episodes=5, resend_after_s=1.0, clock=clock)
+    box.spool = spool = _receipt_while_written(tmp_path, 3, lambda: box.acknowledge(3))
+    _episode(box, 3)
+    assert box.acknowledged == 1 and box.pending() == []
+    assert spool.load() == [] and not list(spool.directory.iterdir())
+    _episode(box, 4)  # no receipt: written and kept as before
+    assert spool.load() == [(4, ["4:0", "4:1", "4:2"])]
+    clock.t = 5.0
+    assert [r.episode_id for r in box.due()] == [4]
+
+
+def test_an_episode_given_up_while_it_is_written_leaves_no_file(tmp_path: Path) -> None:
+    box = EpisodeOutbox(max_episodes=1, resend_after_s=1.0)
+    box.acknowledge(-1)
+    more = [(10, ["10:0"]), (11, ["11:0"])]  # the outbox is over full while episode 0 is written: 0 goes
+    box.spool = spool = _receipt_while_written(tmp_path, 0, lambda: box.restore(more))
+    _episode(box, 0)
+    assert box.pending() == [10, 11] and box.given_up == 1
+    assert spool.load() == []
+
+
+def test_a_restarted_outbox_resends_only_what_had_no_receipt_and_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = EpisodeOutbox(max_episodes=5, resend_after_s=1.0)
+    first.spool = _receipt_while_written(tmp_path, 1, lambda: first.acknowledge(1))
+    _episode(first, 1)  # acknowledged while written
+    first.add(2, "2:0", done=False)
+    first.acknowledge(2)  # acknowledged before it completed here
+    first.add(2, "2:1", done=True)
+    _episode(first, 3)  # no receipt
+    _episode(first, 4)  # then killed: nothing more of `first` runs
+    clock = Clock()
+    spool = _spool(tmp_path)
+    second = EpisodeOutbox(max_episodes=5, resend_after_s=1.0, clock=clock, spool=spool)
+    second.restore(spool.load())
+    assert second.pending() == [3, 4]
+    second.acknowledge(-1)  # the learner answers
+    clock.t = 1.0
+    with caplog.at_level(logging.INFO, logger="user.robot_loop.outbox"):
+        assert second.due() == [Resend(3, ["3:0", "3:1", "3:2"], True), Resend(4, ["4:0", "4:1", "4:2"], True)]
+        assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+            (logging.INFO, "episodes left without a receipt by the last run of this robot: re-sending 2 (3, 4)")
+        ]
+        caplog.clear()
+        second.acknowledge(3)
+        clock.t = 2.0  # episode 4's receipt did not come after its re-send: now that is worth a warning
+        assert second.due() == [Resend(4, ["4:0", "4:1", "4:2"], False)]
+        assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert [e for e, _ in spool.load()] == [4]
 
 
 def test_an_episode_the_full_outbox_gives_up_leaves_the_disk_too(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from test.conftest import free_port, user_cmd, wait_until
 from test.helpers.processes import LoggedProcess, started_processes
 from user.bus.zenoh_config import ZenohSettings, session_config
 from user.interfaces import default_codec
-from user.runtime.status import ENV_STATUS_FILE, EXIT_CONFIG_ERROR, EXIT_UNAVAILABLE, read_status
+from user.runtime.status import ENV_STATUS_FILE, EXIT_CONFIG_ERROR, EXIT_UNAVAILABLE, NodeStatus, read_status
 
 
 @pytest.fixture
@@ -57,6 +57,22 @@ def test_signal_stops_a_node_within_5s_with_exit_0(node_process, topic: str, sig
     assert code == 0, talker.text()
     assert elapsed < 5.0
     assert "shutting down" in talker.text()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_node_stopped_by_a_signal_leaves_stopped_as_its_status(
+    tmp_path: Path, zenoh_env: dict[str, str], topic: str, sig: int
+) -> None:
+    """Its status used to say `running` after the clean stop, and `user report` showed every node as running."""
+    status = tmp_path / "talker.status"
+    env = dict(zenoh_env, **{ENV_STATUS_FILE: str(status)})
+    talker = LoggedProcess(user_cmd("node", "talker", "-p", f"topic:={topic}"), env, tmp_path / "talker.log")
+    try:
+        assert wait_until(lambda: read_status(status) == NodeStatus("running"), 30.0), talker.text()
+    finally:
+        code, _ = talker.stop(sig)
+    assert code == 0, talker.text()
+    assert read_status(status) == NodeStatus("stopped"), status.read_text()
 
 
 def test_bad_parameter_fails_at_startup_naming_it(node_process) -> None:  # type: ignore[no-untyped-def]

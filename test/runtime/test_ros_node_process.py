@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from test.conftest import wait_until
 from test.helpers.processes import LoggedProcess, started_processes
 from user.bus.base import Bus
+from user.runtime.status import ENV_STATUS_FILE, NodeStatus, read_status
 
 pytestmark = pytest.mark.ros
 
@@ -57,6 +59,20 @@ def test_a_signal_stops_the_node_within_5s_with_exit_0(
     assert code == 0, talker.text()
     assert elapsed < 5.0
     assert "shutting down" in talker.text()
+
+
+def test_a_node_stopped_by_sigint_leaves_stopped_as_its_status(tmp_path: Path, topic: str) -> None:
+    """As launch stops it on Ctrl-C: the status file the launch file and `user report` read says `stopped`."""
+    status = tmp_path / "talker.status"
+    env = dict(os.environ, **{ENV_STATUS_FILE: str(status)})
+    argv = [user_node(), "talker", "--ros-args", "-p", f"topic:={topic}"]
+    talker = LoggedProcess(argv, env, tmp_path / "talker.log")
+    try:
+        assert wait_until(lambda: read_status(status) == NodeStatus("running"), 30.0), talker.text()
+    finally:
+        code, _ = talker.stop(signal.SIGINT)
+    assert code == 0, talker.text()
+    assert read_status(status) == NodeStatus("stopped"), status.read_text()
 
 
 def test_bad_parameters_fail_at_startup_naming_them(ros_node: Callable[..., LoggedProcess]) -> None:

@@ -3,6 +3,9 @@ SIGINT, then SIGTERM, then SIGKILL, each with a deadline, and read back for why 
 
 Stopping is split into `interrupt` (send SIGINT now) and `escalate` (called while waiting: the next signal once
 the current one's allowance is over), so that a supervisor stops many children at the same time.
+
+Once the process is gone (`finish`), its status file says how it ended: a node writes that itself, and when it
+could not (SIGKILL, a crash: the file still says starting or running) the child writes it from the exit code.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from user.deploy.respawn import NodeLife
-from user.runtime.status import REASONED, NodeStatus, one_line, read_status
+from user.runtime.status import REASONED, NodeStatus, one_line, read_status, record_exit
 
 _log = logging.getLogger("user.bringup")
 
@@ -65,6 +68,7 @@ class Child:
     _log_file: IO[bytes] | None = field(default=None, repr=False)
     _log_offset: int = 0  # where this start's output begins in the log file
     _signals: list[tuple[signal.Signals, float, float]] = field(default_factory=list)  # (signal, sent, deadline)
+    _reason: str | None = field(default=None, repr=False)  # why the last start exited, as `finish` found it
 
     def start(self) -> None:
         if self.status_path is not None:
@@ -73,6 +77,7 @@ class Child:
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - kept open while the child runs
         self._log_offset = self._log_file.tell()
         self._signals = []
+        self._reason = None
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
@@ -106,7 +111,10 @@ class Child:
 
     def exit_reason(self, code: int | None) -> str:
         """Why the process exited, in one line: the reason it wrote as its status, else (a failure) the last line
-        of its output since it started; '' when it gave none (a signal killed it, or it stopped cleanly)."""
+        of its output since it started; '' when it gave none (a signal killed it, or it stopped cleanly). After
+        `finish`, the reason as it was before the child recorded the exit in the status file itself."""
+        if self._reason is not None:
+            return self._reason
         status = self.status()
         if status is not None and status.state in REASONED and status.reason:
             return status.reason
@@ -147,9 +155,14 @@ class Child:
         return True
 
     def finish(self) -> int | None:
-        """After the process exited: close its log; its exit code."""
+        """After the process exited: close its log, record how it ended where it could not (`record_exit`); its
+        exit code."""
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
         self._signals = []
-        return self.proc.poll() if self.proc is not None else None
+        code = self.proc.poll() if self.proc is not None else None
+        if code is not None and self.status_path is not None and self._reason is None:
+            self._reason = self.exit_reason(code)
+            record_exit(self.status_path, code, self._reason)
+        return code

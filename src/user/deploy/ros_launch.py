@@ -5,7 +5,8 @@ respawn rules of `user.deploy.respawn` (the same as `user bringup`'s) on each ex
 are checked against its kind's parameters and encoded as typed ROS parameters (`user.bus.ros_params.encode`):
 a bad setting fails the launch with one line naming the node and key, before any process starts. Each node
 writes its status line (`user.runtime.status`) to `<log_dir>/<name>.status`, where the launch file reads why it
-exited and whether it reported running within its start deadline.
+exited and whether it reported running within its start deadline; when a node could not write how it ended
+(SIGKILL, a crash), the launch file writes it there from the exit code (`RosNodeLaunch.exited`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from user.deploy.deployment import Deployment, load, resolve_path
 from user.deploy.respawn import NodeLife
 from user.deploy.run_dir import bind, continue_episode_ids, fresh_run_dir, save
 from user.runtime.kinds import load_kind
-from user.runtime.status import ENV_STATUS_FILE, REASONED, RUNNING, read_status
+from user.runtime.status import ENV_STATUS_FILE, REASONED, RUNNING, read_status, record_exit
 
 SIGKILL_AFTER_SIGTERM_S = 2.0  # after SIGTERM, how long a node gets before SIGKILL
 START_CHECK_MARGIN_S = 0.5  # the start deadline is checked this long after it passed
@@ -64,6 +65,14 @@ class RosNodeLaunch:
         """The one-line reason the node wrote for its failure (or for completing the run), or ''."""
         status = read_status(self.status_file)
         return status.reason if status is not None and status.state in REASONED else ""
+
+    def exited(self, returncode: int | None) -> str:
+        """The node's process exited with `returncode`: its reason (`exit_reason`, read first), and its status
+        file made to say how it ended when the node could not write that itself (`record_exit`)."""
+        reason = self.exit_reason()
+        if returncode is not None:
+            record_exit(self.status_file, returncode, reason)
+        return reason
 
     def late_start(self, life: NodeLife, now: float) -> str | None:
         """At its start deadline: None when the node reported running; else the line to log before stopping it."""

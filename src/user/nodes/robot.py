@@ -345,12 +345,11 @@ class RobotNode(Node):
             self.outbox.acknowledge(int(msg.episode_id))
 
     def _resend(self) -> None:
-        """Timer: episodes without a receipt go out again, whole (the learner stores what it lacks)."""
+        """Timer: episodes without a receipt go out again, whole (the learner stores what it lacks); the outbox
+        says which and why (a count for what the last run left, a warning for each receipt that did not come)."""
         assert self.outbox is not None
-        for episode_id, messages in self.outbox.due():
-            self.log.warning("no receipt for episode %d from the learner: re-sending its %d transitions",
-                             episode_id, len(messages))  # fmt: skip
-            for message in messages:
+        for resend in self.outbox.due():
+            for message in resend.messages:
                 self._pub_replay.publish(message)
 
     def _publish(self, result: TickResult) -> None:

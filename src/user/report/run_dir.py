@@ -14,7 +14,7 @@ from user.buffer.errors import BufferError
 from user.report.buffer_summary import BufferSummary, load_buffer
 from user.report.errors import NotARunDirectoryError
 from user.report.tables import EpisodeRow, ProgressRow, Table, read_episodes, read_progress
-from user.runtime.status import read_status
+from user.runtime.status import LIVE, read_status
 
 _log = logging.getLogger("user.report")
 
@@ -26,7 +26,8 @@ MAX_CONFIG_BYTES = 1_000_000  # a deployment file larger than this is shown cut
 
 @dataclass(frozen=True)
 class NodeState:
-    """A node's last status line (logs/<node>.status): starting, running, config-error, failed or complete."""
+    """A node's last status line (logs/<node>.status): starting, running, stopped, config-error, failed or
+    complete (`user.runtime.status`)."""
 
     name: str
     state: str
@@ -137,6 +138,12 @@ def _nodes(logs: Path, notes: list[str]) -> list[NodeState]:
             nodes.append(NodeState(path.stem, status.state, status.reason))
     if not nodes:
         notes.append("logs/ holds no *.status file: the nodes' states are unknown")
+    live = [f"{n.name} ({n.state})" for n in nodes if n.state in LIVE]
+    if live:
+        notes.append(
+            f"last status of {', '.join(live)}: if the run is over, how they ended was not recorded (their "
+            "launcher was killed as well, or the run is older than the `stopped` state)"
+        )
     return nodes
 
 

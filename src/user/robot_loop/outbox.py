@@ -12,6 +12,12 @@ Nothing is re-sent before the first receipt ever arrives: a deployment without a
 
 With a spool (`user.robot_loop.outbox_spool`), each completed episode is also on disk until its receipt, and a
 restarted robot node `restore`s what the last one left, so a kill -9 of the robot loses no completed episode.
+
+Receipts and saves are ordered. The robot publishes a transition before it adds it here, and writes the episode's
+file outside the lock, so a receipt can come before the episode is complete here, or while its file is being
+written. A receipt for an episode not (yet) complete is remembered and applied when it completes (never written
+then); one that comes while the file is being written leaves the removal to the writer, once the file exists. So
+no file outlives its episode's receipt; a crash between the write and the removal only re-sends the episode once.
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from user.robot_loop.outbox_spool import OutboxSpool
 
 _log = logging.getLogger("user.robot_loop.outbox")
+
+MAX_EARLY_RECEIPTS = 256  # receipts kept for episodes not complete here (yet); the oldest is forgotten first
 
 
 @dataclass
@@ -35,6 +43,17 @@ class _Episode:
     ended_at: float | None = None  # monotonic time the last transition was published
     sent_at: float = 0.0  # last (re)send
     resends: int = 0
+    restored: bool = False  # left unacknowledged by the last run of this robot (its spool)
+    saving: bool = False  # its file is being written (outside the lock)
+    forget: bool = False  # acknowledged or given up while being written: its writer removes the file
+
+
+class Resend(NamedTuple):
+    """An episode `due` hands out again."""
+
+    episode_id: int
+    messages: list[Any]
+    after_restart: bool  # its first re-send, left by the last run of this robot: expected, not a lost receipt
 
 
 class EpisodeOutbox:
@@ -54,6 +73,7 @@ class EpisodeOutbox:
         self._clock = clock
         self.spool = spool  # completed episodes on disk until their receipt (None: memory only)
         self._episodes: OrderedDict[int, _Episode] = OrderedDict()
+        self._early: OrderedDict[int, None] = OrderedDict()  # receipts for episodes not complete here yet
         self._lock = threading.Lock()
         self.acknowledged = 0
         self.given_up = 0  # episodes dropped unacknowledged because the outbox was full
@@ -72,39 +92,86 @@ class EpisodeOutbox:
             episode.messages.append(message)
             if not done:
                 return
-            episode.ended_at = episode.sent_at = self._clock()
-            messages = list(episode.messages)
-        self._spool(episode_id, messages)
+            messages = self._complete(episode_id, episode)
+        self._save(episode_id, episode, messages)
 
     def restore(self, episodes: list[tuple[int, list[Any]]]) -> None:
         """Completed episodes a previous process of this robot left unacknowledged (its spool): held as if they
         had just ended, so they are re-sent once the learner answers."""
+        acknowledged = []
         with self._lock:
             now = self._clock()
             for episode_id, messages in episodes:
-                self._episodes[episode_id] = _Episode(list(messages), ended_at=now, sent_at=now)
+                if self._take_early(episode_id):  # its receipt came already
+                    acknowledged.append(episode_id)
+                    continue
+                self._episodes[episode_id] = _Episode(list(messages), ended_at=now, sent_at=now, restored=True)
                 self._episodes.move_to_end(episode_id)
             self._trim()
+        for episode_id in acknowledged:
+            self._remove(episode_id)
 
-    def _spool(self, episode_id: int, messages: list[Any]) -> None:
+    def _complete(self, episode_id: int, episode: _Episode) -> list[Any] | None:
+        """Under the lock: `episode` has ended. The messages to write to the spool; None when there is nothing to
+        write (no spool, or its receipt came already: it is forgotten here)."""
+        episode.ended_at = episode.sent_at = self._clock()
+        if self._take_early(episode_id):
+            del self._episodes[episode_id]
+            self.acknowledged += 1
+            return None
         if self.spool is None:
+            return None
+        episode.saving = True
+        return list(episode.messages)
+
+    def _save(self, episode_id: int, episode: _Episode, messages: list[Any] | None) -> None:
+        """Write the completed episode's file (outside the lock); remove it again when its receipt (or the
+        outbox's trim) came while it was being written."""
+        if messages is None or self.spool is None:
             return
         try:
             self.spool.save(episode_id, messages)
         except OSError as exc:  # the episode is still held in memory; only a kill now would lose it
             _log.error("outbox spool: cannot keep episode %d on disk (%s)", episode_id, exc.strerror or exc)
+        finally:
+            with self._lock:
+                episode.saving = False
+                forget = episode.forget
+            if forget:
+                self._remove(episode_id)
+
+    def _remove(self, episode_id: int) -> None:
+        if self.spool is not None:
+            self.spool.remove(episode_id)
 
     def acknowledge(self, episode_id: int) -> bool:
-        """The learner has the episode; forget it. False when it was not (or no longer) held."""
+        """The learner has the episode; forget it (and its file). False when it is not held complete: a receipt
+        for an episode not complete yet is remembered and applied when it completes."""
         with self._lock:
             self.active = True
             episode = self._episodes.get(episode_id)
             if episode is None or episode.ended_at is None:
+                self._remember(episode_id)
                 return False
             del self._episodes[episode_id]
             self.acknowledged += 1
-        if self.spool is not None:
-            self.spool.remove(episode_id)
+            if episode.saving:
+                episode.forget = True  # its writer removes the file once it is there
+                return True
+        self._remove(episode_id)
+        return True
+
+    def _remember(self, episode_id: int) -> None:
+        self._early[episode_id] = None
+        self._early.move_to_end(episode_id)
+        while len(self._early) > MAX_EARLY_RECEIPTS:
+            self._early.popitem(last=False)
+
+    def _take_early(self, episode_id: int) -> bool:
+        """Under the lock: whether a receipt for `episode_id` came before it completed here (then applied)."""
+        if episode_id not in self._early:
+            return False
+        del self._early[episode_id]
         return True
 
     def end_early(self, episode_id: int, truncate: Callable[[Any], Any]) -> bool:
@@ -116,15 +183,16 @@ class EpisodeOutbox:
             if episode is None or not episode.messages or episode.ended_at is not None:
                 return False
             episode.messages[-1] = truncate(episode.messages[-1])
-            episode.ended_at = episode.sent_at = self._clock()
-            messages = list(episode.messages)
-        self._spool(episode_id, messages)
+            messages = self._complete(episode_id, episode)
+        self._save(episode_id, episode, messages)
         return True
 
-    def due(self) -> list[tuple[int, list[Any]]]:
-        """Completed, unacknowledged episodes whose last (re)send is `resend_after_s` old: (id, messages)."""
+    def due(self) -> list[Resend]:
+        """Completed, unacknowledged episodes whose last (re)send is `resend_after_s` old. Logged: once, as a
+        count, for those the last run of this robot left (expected after a restart); each other one as a
+        warning (no receipt within the delay)."""
         now = self._clock()
-        out: list[tuple[int, list[Any]]] = []
+        out: list[Resend] = []
         with self._lock:
             if not self.active:
                 return out
@@ -133,7 +201,9 @@ class EpisodeOutbox:
                     episode.sent_at = now
                     episode.resends += 1
                     self.resent += 1
-                    out.append((episode_id, list(episode.messages)))
+                    restart = episode.restored and episode.resends == 1
+                    out.append(Resend(episode_id, list(episode.messages), restart))
+        _log_resends(out, self.resend_after_s)
         return out
 
     def pending(self) -> list[int]:
@@ -145,8 +215,10 @@ class EpisodeOutbox:
         while len(self._episodes) > self.max_episodes + 1:  # + the episode being recorded
             episode_id, episode = next(iter(self._episodes.items()))
             del self._episodes[episode_id]
-            if self.spool is not None:
-                self.spool.remove(episode_id)
+            if episode.saving:
+                episode.forget = True
+            else:
+                self._remove(episode_id)
             if not self.active:
                 continue  # nobody acknowledges: nothing is expected to be delivered
             self.given_up += 1
@@ -156,3 +228,14 @@ class EpisodeOutbox:
                 episode_id,
                 len(episode.messages),
             )
+
+
+def _log_resends(resends: list[Resend], after_s: float) -> None:
+    restarted = [r.episode_id for r in resends if r.after_restart]
+    if restarted:
+        _log.info("episodes left without a receipt by the last run of this robot: re-sending %d (%s)",
+                  len(restarted), ", ".join(str(e) for e in restarted))  # fmt: skip
+    for r in resends:
+        if not r.after_restart:
+            _log.warning("no receipt for episode %d from the learner within %g s: re-sending its %d transitions",
+                         r.episode_id, after_s, len(r.messages))  # fmt: skip

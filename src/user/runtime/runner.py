@@ -39,6 +39,7 @@ from user.runtime.status import (
     FAILED,
     RUNNING,
     STARTING,
+    STOPPED,
     write_status,
 )
 
@@ -141,6 +142,7 @@ def _stopped_while_starting(name: str, stop: StopSignal, close: Callable[[], Non
             close()
     finally:
         stop.done()
+    write_status(STOPPED)
     return EXIT_OK
 
 
@@ -208,6 +210,7 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
     if node.completed is not None:
         write_status(COMPLETE, node.completed)
         return EXIT_RUN_COMPLETE
+    write_status(STOPPED)  # after the shutdown: a node killed on its way out is recorded by its launcher
     return EXIT_OK
 
 

@@ -12,16 +12,21 @@ Exit codes (both runtimes):
 - 5: the run is complete (the learner reached its `stop_after`): the launcher stops the whole deployment,
   cleanly, and exits 0.
 
-The status file holds one line, rewritten as the node goes: `starting`, `running`, or `<state> <reason>` when it
-failed (`config-error ...`, `failed ...`) or completed the run (`complete ...`), so `user bringup` and the ROS
-launch file print the reason on their console instead of only an exit code. Without the variable nothing is
-written.
+The status file holds one line, rewritten as the node goes: `starting`, `running`, then `stopped` when it ended
+cleanly (exit code 0), or `<state> <reason>` when it failed (`config-error ...`, `failed ...`) or completed the
+run (`complete ...`), so `user bringup` and the ROS launch file print the reason on their console instead of only
+an exit code, and `user report` shows how each node ended. Without the variable nothing is written.
+
+A node that is killed (SIGKILL, a crash) cannot write how it ended: its launcher does, from the exit code
+(`record_exit`), so that a status file never says `starting` or `running` for a process that is gone. Files
+written before `stopped` existed still read back (their last line may say `running` after the run).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +44,9 @@ RUNNING = "running"
 CONFIG_ERROR = "config-error"
 FAILED = "failed"
 COMPLETE = "complete"  # the run is complete (exit code 5), with the reason
-STATES = (STARTING, RUNNING, CONFIG_ERROR, FAILED, COMPLETE)
+STOPPED = "stopped"  # ended cleanly (exit code 0): stopped on a signal, or finished
+STATES = (STARTING, RUNNING, STOPPED, CONFIG_ERROR, FAILED, COMPLETE)
+LIVE = (STARTING, RUNNING)  # the states of a process that is still there
 REASONED = (CONFIG_ERROR, FAILED, COMPLETE)  # the states whose reason a launcher prints
 MAX_REASON_CHARS = 2000  # a status line stays one readable console line
 
@@ -83,3 +90,35 @@ def read_status(path: str | Path) -> NodeStatus | None:
         return None
     state, _, reason = text.partition(" ")
     return NodeStatus(state, reason.strip()) if state in STATES else None
+
+
+def final_state(code: int) -> str:
+    """The state exit code `code` means (a negative code: killed by that signal, a failure)."""
+    if code == EXIT_OK:
+        return STOPPED
+    if code == EXIT_RUN_COMPLETE:
+        return COMPLETE
+    if code == EXIT_CONFIG_ERROR:
+        return CONFIG_ERROR
+    return FAILED
+
+
+def _exit_words(code: int) -> str:
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"ended by signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"ended by signal {-code}"
+
+
+def record_exit(path: str | Path, code: int, reason: str = "") -> None:
+    """After the node's process at `path` exited with `code` (its launcher calls this): when its status still says
+    starting or running, or holds no status, the node could not write how it ended (killed, crashed); write the
+    state `code` means, with `reason` (else the exit itself) for anything but a clean stop. A status the node
+    wrote itself is kept."""
+    current = read_status(path)
+    if current is not None and current.state not in LIVE:
+        return
+    state = final_state(code)
+    write_status(state, "" if state == STOPPED else reason or _exit_words(code), path)
