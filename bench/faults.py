@@ -1,5 +1,6 @@
 """Fault table (issue 13): every node kind of a running sim deployment killed (kill -9) and frozen (SIGSTOP for
-10 s), one after the other, and what each fault cost.
+10 s), one after the other, and what each fault cost. The experts are not among them: the faults start after the
+demonstrations, when the experts have finished (exit code 0, not respawned).
 
 The deployment is config/default.yaml on a private router (two simulated FR3 arms at 10 Hz learning peg
 insertion with RLPD, scripted demonstrations first), with a `reward` node (source `task`) in front of the learner
@@ -10,7 +11,7 @@ observations, actions and rewarded transitions, and the learner's stats. For eac
   (the robot holds, or the node's own output stops), "-" when nothing visible happened;
 - recovered in: from the kill, or from the SIGCONT that ends a freeze, until the node's work is seen again
   (robot: a new step; learner: a stats message; rollout: an action; reward: a rewarded transition;
-  expert/monitor/router: the process back, respawned or continued);
+  monitor/router: the process back, respawned or continued);
 - robots held: seconds of held control periods (republished observations) of all robots, from the fault until
   recovery plus a settle time;
 - episodes lost / duplicated: episodes the robots completed (END events) whose end fell in this fault's slot and
@@ -47,7 +48,7 @@ from user.bus.zenoh_config import ZenohSettings
 from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
 from user.runtime.node import Node
 
-KINDS = ("robot", "learner", "rollout", "reward", "expert", "monitor", "router")
+KINDS = ("robot", "learner", "rollout", "reward", "monitor", "router")  # the experts have finished with the demos
 FAULTS = ("kill", "stop")
 RECOVERY_TIMEOUT_S = 90.0
 SETTLE_S = 5.0  # after recovery, before the next fault

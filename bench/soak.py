@@ -61,7 +61,7 @@ from user.runtime.node import Node
 from user.sync.chunking import chunk_to_msg, split_weights
 
 FAULTS = ("kill", "freeze", "forge", "disk-full")
-KILLABLE = ("robot", "learner", "rollout", "reward", "expert", "monitor", "router")
+KILLABLE = ("robot", "learner", "rollout", "reward", "monitor", "router")  # the experts finish with the demos
 FORGED_VERSION = 2**40
 REFUSED_RE = re.compile(r"refused (?P<what>.*?): (?P<field>[\w.\[\]]+) (?P<problem>[^(\n]+?)(?: \(|$)")
 MORE_RE = re.compile(r"\((\d+) more refused for this cause")

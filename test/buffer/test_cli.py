@@ -15,6 +15,8 @@ from test.buffer.test_bagread import MAPPING, record_bag
 from user.buffer import BufferConfig, ReplayBuffer, StorageConfig
 from user.buffer.index import IndexDamagedError
 from user.cli.main import main
+from user.deploy.deployment import load
+from user.deploy.run_dir import save
 
 
 @pytest.fixture
@@ -78,7 +80,75 @@ def test_verify_finds_a_corrupt_row(buffer_dir: Path, capsys: pytest.CaptureFixt
 
 def test_verify_missing_buffer_is_an_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     assert main(["buffer", "verify", str(tmp_path / "none")]) == 2
-    assert "no index here" in caplog.text
+    assert f"{tmp_path / 'none'}: no such directory: expected a buffer directory" in caplog.text
+
+
+def _run_dir(tmp_path: Path, buffer: Path | None) -> Path:
+    """What `user bringup` leaves: the saved deployment, and the learner's buffer/ (moved here from `buffer`)."""
+    run = tmp_path / "runs" / "default"
+    save(load("talker_listener"), run)
+    if buffer is not None:
+        buffer.rename(run / "buffer")
+    return run
+
+
+def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("verb", ["info", "verify", "export", "reindex"])
+def test_a_run_directory_is_taken_for_its_buffer_saying_so_in_one_line(
+    buffer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, verb: str
+) -> None:
+    """Issue 31, item 9a: `user buffer info runs/default` refused the run directory instead of using its buffer/."""
+    run = _run_dir(tmp_path, buffer_dir)
+    args = [str(tmp_path / "out")] if verb == "export" else []
+    caplog.set_level(logging.INFO)
+    assert main(["buffer", verb, str(run), *args]) == 0, _errors(caplog)
+    said = [r.getMessage() for r in caplog.records if "run directory" in r.getMessage()]
+    assert said == [f"{run} is a run directory: using its buffer {run / 'buffer'}"]
+    out = capsys.readouterr().out
+    expected = {
+        "info": "transitions:   15 (3 demo, 0 intervened)",
+        "verify": "OK: 15 transitions, 5 episodes, 3 segments",
+        "export": "exported 5 episodes (15 transitions)",
+        "reindex": f"reindexed {run / 'buffer'}: 15 transitions, 5 episodes",
+    }[verb]
+    assert expected in out
+
+
+def test_a_bag_is_imported_into_a_run_directorys_buffer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    record_bag(tmp_path / "bag", StoragePlugin.MCAP)
+    mapping = tmp_path / "mapping.yaml"
+    mapping.write_text(yaml.safe_dump(MAPPING))
+    run = _run_dir(tmp_path, None)  # started, nothing stored yet: the buffer is made where the learner keeps it
+    caplog.set_level(logging.INFO)
+    assert main(["buffer", "import-bag", str(tmp_path / "bag"), "--into", str(run), "--mapping", str(mapping)]) == 0
+    assert f"{run} is a run directory: using its buffer {run / 'buffer'}" in caplog.messages
+    with ReplayBuffer.open(run / "buffer", read_only=True) as buf:
+        assert len(buf) == 8
+    assert sorted(p.name for p in run.iterdir()) == ["buffer", "deployment.yaml"]
+
+
+@pytest.mark.parametrize("verb", ["info", "verify", "export", "reindex"])
+def test_a_directory_that_is_neither_is_named_and_left_as_it_was(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, verb: str
+) -> None:
+    plain = tmp_path / "photos"
+    plain.mkdir()
+    (plain / "cat.jpg").write_bytes(b"x")
+    args = [str(tmp_path / "out")] if verb == "export" else []
+    assert main(["buffer", verb, str(plain), *args]) == 2
+    assert _errors(caplog) == [
+        f"{plain}: not a buffer directory: expected a buffer directory (holding index.sqlite3 or segments/) "
+        "or a run directory of `user bringup` (holding deployment.yaml and buffer/)"
+    ]
+    assert [p.name for p in plain.iterdir()] == ["cat.jpg"] and not (tmp_path / "out").exists()
+    caplog.clear()
+    run = _run_dir(tmp_path, None)
+    assert main(["buffer", verb, str(run), *args]) == 2
+    [line] = _errors(caplog)
+    assert line.startswith(f"{run} is a run directory without a buffer ({run / 'buffer'} holds no index.sqlite3")
 
 
 def test_import_bag_as_demos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
+from user.cli.main import main
 from user.config.flat import flatten, unflatten
 from user.config.strict import ConfigError
 from user.deploy.commands import launches
-from user.deploy.deployment import CONFIG_DIR, load
+from user.deploy.deployment import CONFIG_DIR, load, resolve_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,6 +56,29 @@ def test_unknown_kind_and_duplicate_names(tmp_path: Path) -> None:
 def test_missing_file_is_clear() -> None:
     with pytest.raises(ConfigError, match="no such deployment file"):
         load("does_not_exist")
+
+
+def test_a_missing_name_lists_the_deployment_names_and_says_a_path_works(tmp_path: Path) -> None:
+    """Issue 31, item 9b: `user bringup nosuch` named the file it did not find but not the ones that exist."""
+    (tmp_path / "lab_one.yaml").write_text("name: lab_one\nnodes: []\n")
+    with pytest.raises(ConfigError) as err:
+        resolve_path("nosuch", [tmp_path])
+    message = str(err.value)
+    shipped = sorted(p.stem for p in (REPO / "config").glob("*.yaml"))
+    names = message.split("the names there: ", 1)[1].split(" (", 1)[0]
+    assert names.split(", ") == sorted([*shipped, "lab_one"])
+    assert message.startswith("nosuch: ") and str(tmp_path) in message and str(CONFIG_DIR) in message
+    assert "a path to a deployment YAML works too" in message
+
+
+def test_bringup_of_a_missing_name_lists_the_names_and_starts_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert main(["bringup", "nosuch", "--run-dir", str(tmp_path / "run")]) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert line.startswith("nosuch: no such deployment file") and "\n" not in line
+    assert "the names there: " in line and "default, " in line and "talker_listener" in line
+    assert not (tmp_path / "run").exists()
 
 
 def test_launches_flatten_parameters_for_ros(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """What a node's exit means (`user.deploy.respawn`), the rules both launchers apply: a configuration error is never
-respawned, respawns stop at the limit, the count resets after a healthy period, a late start is a failure, and a
-required node gone for good stops the deployment. Driven by a clock of the test's own."""
+respawned, a clean exit is a finish (never respawned), respawns stop at the limit, the count resets after a healthy
+period, a late start is a failure, and a required node gone for good stops the deployment. Driven by a clock of the
+test's own."""
 
 from __future__ import annotations
 
@@ -72,7 +73,21 @@ def test_no_respawn_a_failure_is_gone_a_clean_exit_finished(tmp_path: Path) -> N
     )
     finished = _life(tmp_path).exited(0, "", 1.0)
     assert finished.outcome is Outcome.FINISHED and not finished.stops_deployment
-    assert _life(tmp_path, ", respawn: true").exited(0, "", 1.0).outcome is Outcome.RESPAWN
+
+
+def test_a_node_that_finished_is_not_respawned_even_with_respawn_set(tmp_path: Path) -> None:
+    """Issue 31, item 9d: an expert past its `until_episode` finishes (exit code 0); the default deployment's experts
+    have `respawn: true` (for a crash), which must neither start it again nor count its finish as a failure."""
+    life = _life(tmp_path, ", respawn: true, max_respawns: -1, respawn_delay_s: 0.0")
+    assert life.exited(0, "", 1.0) == Verdict(Outcome.FINISHED, "arm exited with code 0; it finished")
+    assert life.respawns == 0
+    life.started(2.0)
+    assert life.exited(1, "", 3.0).outcome is Outcome.RESPAWN  # a crash is still respawned
+    experts = [n for n in launches(load("default")) if n.kind == "expert"]
+    assert experts and all(e.respawn for e in experts)
+    for expert in experts:
+        verdict = NodeLife(expert).exited(0, "", 1.0)
+        assert verdict.outcome is Outcome.FINISHED and not verdict.stops_deployment
 
 
 def test_the_respawn_count_resets_after_a_healthy_period(tmp_path: Path) -> None:

@@ -3,13 +3,15 @@
 The robot (simulated Franka, button press, fast lockstep mode) publishes transitions and episode events
 that a subscriber in this test receives; episodes end with success. A scripted "human" (the expert in
 role human, for chosen steps) overrides the policy: exactly those steps carry intervened=True, source HUMAN.
-A robot node killed (kill -9) and started again continues its episode ids: no id twice, no demo redone.
+A robot node killed (kill -9) and started again continues its episode ids: no id twice, no demo redone. An
+expert whose robot is past its `until_episode` finishes: one line, exit code 0, status `stopped`.
 """
 
 from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,6 +27,7 @@ from user.interfaces.domain import Transition, transition_from_msg
 from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_from_msg
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
 from user.runtime.node import Node
+from user.runtime.status import ENV_STATUS_FILE, NodeStatus, read_status
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -170,3 +173,32 @@ def test_a_robot_killed_mid_run_continues_its_episode_ids_after_a_respawn(
         keys = [(t.episode_id, t.step) for t in rec.transitions]
     assert len(keys) == len(set(keys)), "a (robot, episode, step) arrived twice: an episode id was used again"
     assert second.stop(signal.SIGTERM)[0] == 0, second.text()
+
+
+@pytest.mark.timeout(150)
+def test_an_expert_finishes_once_its_robot_is_past_until_episode(
+    procs: Callable[..., Proc], make_bus: Callable[..., ZenohBus], zenoh_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 31, item 9d: an expert kept running after its demonstrations. It gives episodes 0 and 1, then at the
+    first observation of episode 2 says so in one line and exits as finished (code 0), which no launcher respawns."""
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    rec = Recorder(make_bus("recorder"), robot)
+    robot_proc = procs("robot", "--name", f"{robot}_node", "-p", f"robot_id:={robot}", "-p", "task:=button_press",
+                       "-p", "realtime:=false", "-p", "privileged_state:=true")  # fmt: skip
+    status = tmp_path / "expert.status"
+    argv = user_cmd("node", "expert", "--name", f"{robot}_expert", "-p", f"robot_id:={robot}",
+                    "-p", "task:=button_press", "-p", "until_episode:=2")  # fmt: skip
+    expert = LoggedProcess(argv, {**zenoh_env, ENV_STATUS_FILE: str(status)}, tmp_path / "expert.log")
+    try:
+        code = expert.proc.wait(120.0)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the expert did not finish:\n{expert.text()}\n{robot_proc.text()}")
+    finally:
+        expert.stop(signal.SIGKILL)
+    assert code == 0, expert.text()
+    assert expert.text().count("demonstrations done (2 episodes); expert stopping") == 1, expert.text()
+    assert read_status(status) == NodeStatus("stopped")
+    assert [e.episode_id for e in rec.ended()][:2] == [0, 1], robot_proc.text()
+    with rec._lock:
+        assert {t.episode_id for t in rec.transitions if t.action.source == SOURCE_SCRIPTED} <= {0, 1}
+    assert robot_proc.stop(signal.SIGTERM)[0] == 0, robot_proc.text()

@@ -64,10 +64,11 @@ def directory_bytes(directory: Path) -> int:
 
 def buffer_info(index: Index, directory: Path) -> BufferInfo:
     with index.snapshot():
-        return _info(index, directory)
+        return read_info(index, directory)
 
 
-def _info(index: Index, directory: Path) -> BufferInfo:
+def read_info(index: Index, directory: Path) -> BufferInfo:
+    """`buffer_info` inside the caller's `index.snapshot()` (where other reads must see the same state)."""
     transitions, demos, intervened, first, last = index.fetchall(
         "SELECT COUNT(*), SUM(is_demo), SUM(intervened), MIN(wall_ns), MAX(wall_ns) FROM transitions"
     )[0]

@@ -1,4 +1,7 @@
-"""`user buffer info | verify | import-bag | export | reindex`: inspect, check and reuse a replay buffer directory."""
+"""`user buffer info | verify | import-bag | export | reindex`: inspect, check and reuse a replay buffer directory.
+
+Each takes a buffer directory, or a run directory of `user bringup` (its deployment.yaml beside buffer/), whose
+buffer it then uses, saying so in one line on stderr."""
 
 from __future__ import annotations
 
@@ -14,18 +17,21 @@ from user.buffer.episode_window import WindowStats
 from user.buffer.errors import BufferError
 from user.buffer.export import EpisodeFilter, export_dataset
 from user.buffer.importer import ImportMapping
-from user.buffer.index import Index
+from user.buffer.index import INDEX_FILE, Index
+from user.buffer.index_rows import SEGMENTS_DIR, has_segments
 from user.buffer.info import BufferInfo, buffer_info
 from user.buffer.reindex import reindex
 from user.buffer.storage import DiskStorage
 from user.buffer.verify import verify
 from user.cli.progress import Phases
 from user.config.strict import ConfigError, from_mapping, load_yaml
+from user.deploy.run_dir import BUFFER_DIR, SAVED_DEPLOYMENT
 from user.interfaces.codec import UnknownTypeError, default_codec
 
 _log = logging.getLogger("user.buffer")
 EXIT_PROBLEMS = 1
 EXIT_ERROR = 2
+DIRECTORY_HELP = "buffer directory, or a run directory (its buffer/ is used)"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,25 +39,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     bsub = p.add_subparsers(dest="buffer_command", required=True, metavar="VERB")
 
     info = bsub.add_parser("info", help="counts, episodes, robots, policy versions, sizes, success rate")
-    info.add_argument("directory", type=Path)
+    info.add_argument("directory", type=Path, help=DIRECTORY_HELP)
     info.add_argument("--json", action="store_true", help="print JSON")
     info.set_defaults(func=_guard(run_info))
 
     ver = bsub.add_parser("verify", help="check the index against the segments (read-only; exit 1 on problems)")
-    ver.add_argument("directory", type=Path)
+    ver.add_argument("directory", type=Path, help=DIRECTORY_HELP)
     ver.add_argument("--no-decode", action="store_true", help="skip reading every indexed message back")
     ver.add_argument("--json", action="store_true", help="print JSON")
     ver.set_defaults(func=_guard(run_verify))
 
     imp = bsub.add_parser("import-bag", help="add a bag recorded by `ros2 bag record` as whole episodes")
     imp.add_argument("bag", type=Path, help="bag directory, .db3 or .mcap file")
-    imp.add_argument("--into", type=Path, required=True, help="buffer directory (created if missing)")
+    imp.add_argument("--into", type=Path, required=True, help="buffer directory (created if missing) or run directory")
     imp.add_argument("--mapping", type=Path, required=True, help="YAML mapping of topics to transitions")
     imp.add_argument("--as-demos", action="store_true", help="mark the transitions as demonstrations")
     imp.set_defaults(func=_guard(run_import))
 
     exp = bsub.add_parser("export", help="write whole episodes to a plain dataset directory (npz + images)")
-    exp.add_argument("directory", type=Path)
+    exp.add_argument("directory", type=Path, help=DIRECTORY_HELP)
     exp.add_argument("out", type=Path)
     exp.add_argument("--robot", help="only this robot's episodes")
     exp.add_argument("--task", help="only this task's episodes")
@@ -63,9 +69,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     exp.set_defaults(func=_guard(run_export))
 
     rei = bsub.add_parser("reindex", help="rebuild the index from the segments (when it is missing or damaged)")
-    rei.add_argument("directory", type=Path)
+    rei.add_argument("directory", type=Path, help=DIRECTORY_HELP)
     rei.add_argument("--json", action="store_true", help="print JSON")
     rei.set_defaults(func=_guard(run_reindex))
+
+
+class NotABufferDirectoryError(BufferError):
+    """A directory argument that is neither a buffer directory nor a run directory holding one."""
+
+
+def _holds_buffer(directory: Path) -> bool:
+    return (directory / INDEX_FILE).is_file() or has_segments(directory)
+
+
+def buffer_dir(path: Path, *, create: bool = False) -> Path:
+    """The buffer directory that the argument `path` names: `path` itself when it holds a buffer, the `buffer/`
+    of a run directory (said in one line), or, with `create` (import-bag --into), `path` for a new buffer.
+    NotABufferDirectoryError naming `path` otherwise."""
+    run_buffer = path / BUFFER_DIR
+    is_run = (path / SAVED_DEPLOYMENT).is_file()
+    if _holds_buffer(path):
+        return path
+    if _holds_buffer(run_buffer) or (create and is_run):
+        _log.info("%s is a run directory: using its buffer %s", path, run_buffer)
+        return run_buffer
+    if create:
+        return path
+    if is_run:
+        raise NotABufferDirectoryError(
+            f"{path} is a run directory without a buffer ({run_buffer} holds no {INDEX_FILE} and no segments: "
+            "its learner has stored no episode)"
+        )
+    what = "no such directory" if not path.exists() else "not a buffer directory"
+    raise NotABufferDirectoryError(
+        f"{path}: {what}: expected a buffer directory (holding {INDEX_FILE} or {SEGMENTS_DIR}/) or a run directory "
+        f"of `user bringup` (holding {SAVED_DEPLOYMENT} and {BUFFER_DIR}/)"
+    )
 
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -112,9 +151,10 @@ def _recent_text(stats: WindowStats | None, window: int) -> str:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    index = Index(args.directory, read_only=True)
+    directory = buffer_dir(args.directory)
+    index = Index(directory, read_only=True)
     try:
-        info = buffer_info(index, args.directory)
+        info = buffer_info(index, directory)
     finally:
         index.close()
     if args.json:
@@ -125,9 +165,10 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    index = Index(args.directory, read_only=True)
+    directory = buffer_dir(args.directory)
+    index = Index(directory, read_only=True)
     try:
-        report = verify(args.directory, index, default_codec(), decode=not args.no_decode)
+        report = verify(directory, index, default_codec(), decode=not args.no_decode)
     finally:
         index.close()
     if args.json:
@@ -142,9 +183,10 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     mapping = from_mapping(ImportMapping, load_yaml(args.mapping), where=str(args.mapping))
+    into = buffer_dir(args.into, create=True)
     with Phases() as progress:  # on stderr: a bar on a terminal, a line every few seconds otherwise
-        result = import_bag(args.bag, args.into, mapping, as_demos=args.as_demos, progress=progress)
-    for line in _import_lines(result, args.bag, args.into):
+        result = import_bag(args.bag, into, mapping, as_demos=args.as_demos, progress=progress)
+    for line in _import_lines(result, args.bag, into):
         print(line)
     return 0
 
@@ -174,8 +216,9 @@ def run_export(args: argparse.Namespace) -> int:
         is_demo=True if args.demos_only else (False if args.online_only else None),
         success=True if args.success_only else None,
     )
-    index = Index(args.directory, read_only=True)
-    storage = DiskStorage(args.directory, index, default_codec(), BufferConfig().storage)
+    directory = buffer_dir(args.directory)
+    index = Index(directory, read_only=True)
+    storage = DiskStorage(directory, index, default_codec(), BufferConfig().storage)
     try:
         with Phases() as progress:
             info = export_dataset(storage, args.out, selection, images=not args.no_images, progress=progress)
@@ -187,14 +230,15 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_reindex(args: argparse.Namespace) -> int:
-    report = reindex(args.directory)
+    directory = buffer_dir(args.directory)
+    report = reindex(directory)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0
     for line in report.lines:
         print(line)
     print(
-        f"reindexed {args.directory}: {report.transitions} transitions, {report.episodes} episodes "
+        f"reindexed {directory}: {report.transitions} transitions, {report.episodes} episodes "
         f"in {report.segments} segments"
     )
     if report.quarantined:

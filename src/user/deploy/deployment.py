@@ -4,10 +4,11 @@
 the two launchers cannot disagree. Unknown keys are errors naming the key and the file.
 
 Supervision (the same rules on both launchers, `user.deploy.respawn`): a node that exits with a configuration
-error (exit code 2) is never respawned; others are respawned when `respawn` is set, up to `max_respawns` times,
-the count starting again after the node ran `respawn_reset_s` without exiting. A `required` node (the default)
-that is gone for good stops the whole deployment, which then exits non-zero; an optional one (`required: false`)
-is reported and the rest runs on. A node must report running within its `start_timeout_s`.
+error (exit code 2) or that finished (exit code 0) is never respawned; others are respawned when `respawn` is
+set, up to `max_respawns` times, the count starting again after the node ran `respawn_reset_s` without exiting.
+A `required` node (the default) that is gone for good stops the whole deployment, which then exits non-zero; an
+optional one (`required: false`) is reported and the rest runs on. A node must report running within its
+`start_timeout_s`.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class NodeConfig:
     name: str  # unique node name (also its log file name)
     kind: str  # node kind, see `user node --list`
     params: dict[str, Any] = field(default_factory=dict)  # the node's parameters, checked by the node
-    respawn: bool = False  # restart the process when it exits on its own
+    respawn: bool = False  # restart the process when it fails (a clean exit, code 0, is a finish: not restarted)
     respawn_delay_s: float = 1.0  # wait before restarting
     output: Literal["log", "screen"] = "log"  # screen: also echo the node's output on the bringup console
     shutdown_timeout_s: float | None = None  # SIGINT -> SIGTERM allowance; None = the deployment's (a learner
@@ -157,7 +158,11 @@ def resolve_path(config: str | Path | None, search_dirs: list[str | Path] | None
         for candidate in (directory / path, directory / f"{path}.yaml"):
             if candidate.is_file():
                 return candidate
-    raise ConfigError(f"{path}: no such deployment file (also looked in {', '.join(map(str, dirs))})")
+    names = sorted({f.stem for d in dirs if d.is_dir() for f in d.glob("*.yaml")})
+    raise ConfigError(
+        f"{path}: no such deployment file, nor a deployment of that name in {', '.join(map(str, dirs))}; "
+        f"the names there: {', '.join(names) or 'none'} (a path to a deployment YAML works too)"
+    )
 
 
 def load(config: str | Path | None = None, search_dirs: list[str | Path] | None = None) -> Deployment:

@@ -2,7 +2,8 @@
 respawn it, it finished, or it is gone for good.
 
 - exit code 2 (a configuration error, `user.runtime.status`): never respawned; the same start fails the same way;
-- exit code 0 of a node without `respawn`: it finished (not a failure);
+- exit code 0: it finished (an expert whose demonstrations are done, a node stopped by a signal from outside its
+  launcher): never respawned, whatever `respawn` says, and not a failure;
 - otherwise: respawned after `respawn_delay_s` while `max_respawns` allows, else gone for good;
 - a node that ran `respawn_reset_s` since its last start has its respawn count reset, so a node that fails
   once a day is not given up after its fifth day;
@@ -118,7 +119,7 @@ class NodeLife:
             return Verdict(Outcome.COMPLETE, f"{what}; stopping the deployment", stops_deployment=True)
         if code == EXIT_CONFIG_ERROR:
             return self._gone(f"{what}; not respawned: the same configuration fails the same way")
-        if code == EXIT_OK and not self.launch.respawn and not self.start_overdue:
+        if code == EXIT_OK and not self.start_overdue:  # `respawn` is for failures: a finished node stays finished
             return Verdict(Outcome.FINISHED, f"{what}; it finished")
         if self.launch.may_respawn(self.respawns):
             self.respawns += 1

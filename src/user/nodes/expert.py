@@ -8,10 +8,15 @@ the full task state to the observation's `state` under `task/...` names (see
 
 `role: human` publishes on the robot's intervention topic instead (intervened, source HUMAN), only for the
 observation steps listed in `steps`: a deterministic stand-in for an operator in intervention tests.
+
+With `until_episode`, the expert gives demonstrations only: at the first observation of a later episode it says
+so in one line and finishes (exit code 0, status `stopped`), which its launcher never respawns nor counts as a
+failure, even with `respawn: true` (`user.deploy.respawn`).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,7 +40,9 @@ class ExpertParams:
     steps: list[int] = setting([], "role human: only answer observations of these steps (empty: all)")
     policy_version: int = setting(0, "policy version written into the actions", min=0)
     until_episode: int = setting(
-        0, "answer only episodes with ids below this (demos before a learned policy takes over); 0 = all", min=0
+        0,
+        "answer only episodes with ids below this (demos before a learned policy takes over), then finish; 0 = all",
+        min=0,
     )
     namespace: str = setting("", "topic prefix; empty = /<robot_id>")
 
@@ -61,13 +68,18 @@ class ExpertNode(Node):
         self._pub = self.create_publisher(out, "user/msg/Action", RELIABLE)
         self.create_subscription(f"{ns}/observation", "user/msg/Observation", self._on_observation, BEST_EFFORT)
         self.answered = 0
+        self.done = False  # the demonstrations are done: the node is finishing
+        self._finishing = threading.Lock()  # observations arrive on several bus threads
         self._warned = False
 
     def _on_observation(self, msg: Any) -> None:
-        obs = observation_from_msg(msg)
-        if self._steps and obs.step not in self._steps:
+        if self.done:
             return
+        obs = observation_from_msg(msg)
         if self.params.until_episode and obs.episode_id >= self.params.until_episode:
+            self._finish()
+            return
+        if self._steps and obs.step not in self._steps:
             return
         if obs.task != self.params.task:
             self._warn_once(f"observation is for task {obs.task!r}, this expert knows {self.params.task!r}")
@@ -90,6 +102,15 @@ class ExpertNode(Node):
         )
         self._pub.publish(action_to_msg(action, self.codec))
         self.answered += 1
+
+    def _finish(self) -> None:
+        """The robot is past `until_episode`: no demonstration is left to give; end the process cleanly, once."""
+        with self._finishing:
+            if self.done:
+                return
+            self.done = True
+        self.log.info("demonstrations done (%d episodes); expert stopping", self.params.until_episode)
+        self.request_stop()
 
     def _warn_once(self, message: str) -> None:
         if not self._warned:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from user.buffer.index import Index
-from user.buffer.info import BufferInfo, buffer_info, directory_bytes
+from user.buffer.info import BufferInfo, directory_bytes, read_info
 
 SEGMENTS = "segments"  # the MCAP segments' directory under a buffer (user.buffer.storage)
 
@@ -64,8 +64,8 @@ def load_buffer(directory: Path) -> BufferSummary:
     """The summary of the buffer at `directory`; BufferError (e.g. no index, a damaged one) or OSError."""
     index = Index(directory, read_only=True)
     try:
-        info = buffer_info(index, directory)
-        with index.snapshot():  # a state of its own: a running learner may have stored more since
+        with index.snapshot():  # one state for both: the per-robot rows add up to the totals beside a running learner
+            info = read_info(index, directory)
             robots = composition(index)
     finally:
         index.close()

@@ -18,6 +18,10 @@ NOT_RECORDED = (
     "time to publish and apply weights, and the rollout's and robots' latencies. Losses and other training "
     "diagnostics are in tensorboard/."
 )
+COUNTED = (
+    "Counted in the buffer's index when this report was written, as is the overview's buffer figure. The learner "
+    "pipeline's counts are the learner's own at its last progress row (one per stats period), so they can be lower."
+)
 STYLE = """
 body { font-family: sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 1.6em; }
@@ -117,7 +121,8 @@ def _pipeline(data: ReportData, figures: Mapping[str, bytes]) -> str:
          f"{percent(idle[-1])} / {percent(_mean(idle))}" if idle else "not recorded"),
         ("gradient steps per transition received", "-" if ratio is None else f"{ratio:.2f}"),
         ("policy versions published", t.policy_version[-1]),
-        ("transitions received / in the buffer", f"{t.env_steps[-1]} / {t.buffer_transitions[-1]}"),
+        (f"transitions received / stored in the buffer at the last progress row ({t.seconds[-1]:.0f} s)",
+         f"{t.env_steps[-1]} / {t.buffer_transitions[-1]}"),
     ]  # fmt: skip
     plot = image(figures[TIMING], "learner timing") if TIMING in figures else ""
     return section("pipeline", title, table(("figure", "value"), rows), plot, note(NOT_RECORDED))
@@ -140,7 +145,7 @@ def _buffer(data: ReportData, figures: Mapping[str, bytes]) -> str:
         ("all on disk", mib(b.info.bytes_on_disk)),
     ]
     plot = _figure(figures, BUFFER, "buffer composition per robot", "The buffer is empty.")
-    return section("buffer", "Replay buffer", table(head, rows), table(("disk use", ""), disk), plot)
+    return section("buffer", "Replay buffer", table(head, rows), table(("disk use", ""), disk), plot, note(COUNTED))
 
 
 def _nodes(data: ReportData) -> str:

@@ -31,21 +31,22 @@ def _learner(ax: Any, data: ReportData) -> None:
     ax.grid(alpha=0.3)
 
 
-def _header(fig: Any, data: ReportData) -> None:
+def _header(ax: Any, data: ReportData) -> None:
+    """The key figures in two columns, in axes of their own (so the layout keeps the plots clear of them)."""
+    ax.axis("off")
     figures = key_figures(data)
     half = (len(figures) + 1) // 2
     for col, chunk in enumerate((figures[:half], figures[half:])):
         text = "\n".join(f"{label}: {value}" for label, value in chunk)
-        fig.text(0.02 + 0.5 * col, 0.985, text, va="top", ha="left", fontsize=10, family="monospace")
+        ax.text(0.5 * col, 1.0, text, va="top", ha="left", fontsize=10, family="monospace", transform=ax.transAxes)
 
 
-def summary_png(data: ReportData) -> bytes:
-    """The summary image as PNG bytes; PlotsUnavailableError without matplotlib."""
-    plt = pyplot()
-    fig = plt.figure(figsize=SIZE_IN)
-    grid = fig.add_gridspec(3, 3, height_ratios=(0.3, 1.0, 1.0), hspace=0.35, wspace=0.3,
-                            left=0.06, right=0.95, bottom=0.07, top=0.98)  # fmt: skip
-    _header(fig, data)
+def summary_figure(data: ReportData) -> Any:
+    """The summary as a matplotlib figure, laid out so that no label overlaps another; PlotsUnavailableError
+    without matplotlib. The caller closes it (`png` does)."""
+    fig = pyplot().figure(figsize=SIZE_IN, layout="constrained")  # room for every axis label and tick label
+    grid = fig.add_gridspec(3, 3, height_ratios=(0.3, 1.0, 1.0))
+    _header(fig.add_subplot(grid[0, :]), data)
     returns = fig.add_subplot(grid[1, 0])
     draw_curve(returns, data.curves, "return", "steps")
     if data.curves.series:
@@ -55,7 +56,12 @@ def summary_png(data: ReportData) -> bytes:
     draw_rates(fig.add_subplot(grid[2, 0]), data.rates)
     _learner(fig.add_subplot(grid[2, 1]), data)
     draw_buffer(fig.add_subplot(grid[2, 2]), data.run.buffer)
-    return png(fig)
+    return fig
+
+
+def summary_png(data: ReportData) -> bytes:
+    """The summary image as PNG bytes; PlotsUnavailableError without matplotlib."""
+    return png(summary_figure(data))
 
 
 def write_summary(data: ReportData, out: Path) -> Path:

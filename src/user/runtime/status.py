@@ -3,7 +3,8 @@ status file (`$USER_NODE_STATUS_FILE`) that says when it runs and, when it faile
 
 Exit codes (both runtimes):
 
-- 0: stopped on a signal, or finished; a launcher respawns it only when its `respawn` says so;
+- 0: stopped on a signal, or finished (an expert whose demonstrations are done); never respawned: `respawn` is
+  for failures;
 - 1: failed (an error while starting or running); respawned within its limit;
 - 2: its configuration or environment is wrong (a bad setting, an unknown kind, a missing dependency); never
   respawned: the same start fails the same way;
