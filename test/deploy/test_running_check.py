@@ -4,7 +4,6 @@ before it starts anything (one line naming them and how to run beside them); `--
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from test.conftest import free_port, user_cmd, wait_until
+from test.helpers.bringup_process import BringupProcess, kill_left
 from user.deploy.deployment import load
 from user.deploy.running_check import DeploymentRunningError, check_not_running
 
@@ -35,37 +35,23 @@ nodes:
     return path
 
 
-class Run:
-    """`user bringup ARGS` in its own directory, its console in a file."""
-
-    def __init__(self, cwd: Path, *args: str) -> None:
-        cwd.mkdir(parents=True, exist_ok=True)
-        self.out = cwd / "console.txt"
-        with open(self.out, "wb") as f:
-            self.proc = subprocess.Popen(user_cmd("bringup", *args), cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
-
-    def text(self) -> str:
-        return self.out.read_text(errors="replace")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(60)
-
-
 @pytest.fixture
-def runs() -> Iterator[list[Run]]:
-    started: list[Run] = []
+def runs() -> Iterator[list[BringupProcess]]:
+    started: list[BringupProcess] = []
     yield started
-    for run in started:
-        if run.proc.poll() is None:
-            run.proc.kill()
-            run.proc.wait(10)
+    kill_left(started)
 
 
-def test_a_second_bringup_is_refused_and_runs_beside_in_a_domain_of_its_own(tmp_path: Path, runs: list[Run]) -> None:
+def _run(cwd: Path, *args: str) -> BringupProcess:
+    cwd.mkdir(parents=True, exist_ok=True)
+    return BringupProcess(list(args), cwd / "console.txt", cwd)
+
+
+def test_a_second_bringup_is_refused_and_runs_beside_in_a_domain_of_its_own(
+    tmp_path: Path, runs: list[BringupProcess]
+) -> None:
     config = _talkers(tmp_path, f"tcp/127.0.0.1:{free_port()}")
-    first = Run(tmp_path / "first", str(config))
+    first = _run(tmp_path / "first", str(config))
     runs.append(first)
     assert wait_until(lambda: first.text().count("is running (") == 2, START_S, 0.05), first.text()
     before = first.text()
@@ -79,7 +65,7 @@ def test_a_second_bringup_is_refused_and_runs_beside_in_a_domain_of_its_own(tmp_
     assert not (tmp_path / "runs").exists()  # nothing of the second run was made
     assert first.proc.poll() is None and first.text() == before  # the first run's console did not hear of it
 
-    beside = Run(tmp_path / "beside", str(config), "--domain", "pair_two")
+    beside = _run(tmp_path / "beside", str(config), "--domain", "pair_two")
     runs.append(beside)
     assert wait_until(lambda: beside.text().count("is running (") == 2, START_S, 0.05), beside.text()
     assert beside.stop() == 0 and first.stop() == 0, (beside.text(), first.text())
@@ -117,7 +103,9 @@ def test_without_a_router_running_there_is_nothing_to_refuse(tmp_path: Path) -> 
     assert os.listdir(tmp_path) == ["pair.yaml"]
 
 
-def test_a_second_learning_run_beside_a_running_one_changes_nothing_of_it(tmp_path: Path, runs: list[Run]) -> None:
+def test_a_second_learning_run_beside_a_running_one_changes_nothing_of_it(
+    tmp_path: Path, runs: list[BringupProcess]
+) -> None:
     """Issue 31's finding: a second bringup of a learning deployment merged into the first (a second learner and
     robots under the same names). Now it is refused, and the first run's buffer, progress.csv and console go on
     as if it had never been tried: its episodes one robot's ids without a gap or a repeat, its progress counts
@@ -127,7 +115,7 @@ def test_a_second_learning_run_beside_a_running_one_changes_nothing_of_it(tmp_pa
 
     config = _deployment(tmp_path, f"tcp/127.0.0.1:{free_port()}")
     run_dir = tmp_path / "run"
-    first = Run(tmp_path / "first", str(config), "--run-dir", str(run_dir))
+    first = _run(tmp_path / "first", str(config), "--run-dir", str(run_dir))
     runs.append(first)
     assert wait_until(lambda: len(_episodes(run_dir)) >= 2 and len(_progress(run_dir)) >= 2, 150.0, 0.5), (
         first.text() + _log(run_dir, "learner")
