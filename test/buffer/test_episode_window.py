@@ -14,6 +14,7 @@ from user.buffer.episode_window import (
     EpisodeOutcome,
     RecentEpisodes,
     WindowStats,
+    episode_counts,
     latest_outcome,
     recent_outcomes,
     stored_outcome,
@@ -63,7 +64,7 @@ def _rewarded(robot: str, episode_id: int, rewards: list[float], **kwargs: objec
 def test_the_index_gives_each_episodes_outcome_and_fills_the_same_windows(tmp_path: Path) -> None:
     fed = RecentEpisodes(window=3)
     with ReplayBuffer.open(tmp_path / "buf", BufferConfig(prefetch=0)) as buf:
-        assert latest_outcome(buf.storage.index) is None
+        assert latest_outcome(buf.storage.index) is None and episode_counts(buf.storage.index) == {}
         for e in range(9):
             robot = "left" if e % 3 else "right"
             ts = _rewarded(robot, e, [0.5 * e, -1.0, 2.0], demo=e == 0, success=e % 2 == 1, intervened=e == 4)
@@ -74,6 +75,7 @@ def test_the_index_gives_each_episodes_outcome_and_fills_the_same_windows(tmp_pa
             fed.add(outcome)
         assert stored_outcome(buf.storage.index, 99) is None
         rebuilt = RecentEpisodes(window=3, outcomes=recent_outcomes(buf.storage.index, 3))
+        assert episode_counts(buf.storage.index) == {"left": (6, 0), "right": (2, 1)}  # (online, demos)
     assert rebuilt.pooled() == fed.pooled() and rebuilt.robots() == fed.robots()
     pooled = fed.pooled()
     assert pooled is not None and pooled.last_return == 0.5 * 8 + 1.0

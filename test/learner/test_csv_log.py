@@ -43,3 +43,15 @@ def test_a_new_or_empty_file_gets_the_header_and_a_value_for_no_column_is_refuse
         log.close()
     assert path.read_bytes() == b"a,b\r\n1,\r\n"
     assert read_rows(tmp_path / "none.csv") == []
+
+
+def test_a_row_a_kill_cut_short_is_ended_before_the_next_and_a_whole_file_is_continued_as_it_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "log.csv"
+    path.write_bytes(b"a,b\r\n1,2\r\n3,")  # the process was killed while writing its last row
+    for row in ({"a": 5, "b": 6}, {"a": 7, "b": 8}):  # resumed twice: the second finds the file whole
+        log = CsvLog(path, ("a", "b"))
+        log.append(row)
+        log.close()
+    assert path.read_bytes() == b"a,b\r\n1,2\r\n3,\r\n5,6\r\n7,8\r\n"  # the next row never joins the cut one

@@ -126,6 +126,31 @@ def test_a_progress_csv_of_an_older_version_is_continued_under_todays_columns(tm
     assert (new["env_steps"], new["gradient_steps_per_s"]) == ("9", "1.000")
 
 
+def test_a_resumed_run_continues_elapsed_time_from_the_last_row(tmp_path: Path) -> None:
+    """Issue 31: `elapsed_s` restarted at 0 on resume. It goes on from the last row's value: the time the run has
+    run, over all its starts (the time it stood still is not counted)."""
+    now = [50.0]
+    first = ProgressLog(tmp_path, plot_every_s=1e9, clock=lambda: now[0])
+    try:
+        for wall in (1000.0, 1100.0):
+            now[0] += 50.0
+            first.write(wall, TRAINER, LearnerCounters(env_steps=5), 5, 0.0)
+    finally:
+        first.close()
+    with open(tmp_path / "progress.csv", "a", encoding="utf-8") as f:
+        f.write("1150.000,")  # a row the stop cut short: not whole, not continued from
+    now[0] = 9000.0  # another process: its monotonic clock has nothing to do with the first one's
+    resumed = ProgressLog(tmp_path, plot_every_s=1e9, clock=lambda: now[0])
+    try:
+        now[0] += 7.5
+        resumed.write(5000.0, TRAINER, LearnerCounters(env_steps=9), 9, 0.0)
+    finally:
+        resumed.close()
+    rows = read_rows(tmp_path / "progress.csv")
+    assert [r["elapsed_s"] for r in rows if r["env_steps"]] == ["50.000", "100.000", "107.500"]
+    assert resumed.run_start == 950.0  # the run's start is still the first row's
+
+
 def test_outputs_that_fail_never_stop_the_run_and_come_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

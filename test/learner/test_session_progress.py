@@ -1,5 +1,6 @@
 """The session writes how each stored episode went (streamed, ended by the robot, or re-sent whole) into the
-progress files and the stats message, and a resumed session shows the stored episodes' figures at once."""
+progress files and the stats message (each robot's episode counts, the set update-to-data ratio), and a resumed
+session shows the stored episodes' figures and counts at once."""
 
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ def test_episode_returns_reach_progress_csv_episodes_csv_and_the_stats(tmp_path:
     assert values["last_return"] == 4.0 and values["recent_length_mean"] == pytest.approx(8 / 3)
     assert values["recent_online_success_rate"] == pytest.approx(1 / 3)
     assert values["recent_interventions_mean"] == pytest.approx(1 / 3)
+    counts = {k: v for k, v in values.items() if k.startswith(("episodes/", "demos/"))}
+    assert counts == {"episodes/arm": 2.0, "demos/arm": 1.0, "episodes/cart": 1.0, "demos/cart": 0.0}
+    assert values["updates_per_step_set"] == PacingConfig().updates_per_step  # what a monitor compares with
     (row,) = read_rows(tmp_path / "progress.csv")
     assert (row["recent_return_mean"], row["last_return"], row["env_steps"]) == ("0", "4", "10")
     episodes = read_rows(tmp_path / "episodes.csv")
@@ -80,3 +84,4 @@ def test_a_resumed_session_shows_the_stored_episodes_at_once(tmp_path: Path) -> 
     finally:
         resumed.close()
     assert (values["recent_return_mean"], values["last_return"]) == (-3.0, -1.0)
+    assert (values["episodes/arm"], values["demos/arm"]) == (2.0, 0.0)  # counted over the whole run, not from 0

@@ -66,7 +66,7 @@ def test_async_pipeline_versions_demos_and_resume(
     assert robot_node.failed is None and learner.session.trainer.failed is None and learner.rejected == 0
     assert learner.refusals.total == 0 and rollout.refusals.total == 0  # the doors let every real message in
     assert rollout.weights.rejected == 0 and learner.session.halted is None
-    assert any("learner:" in line and "policy v" in line for line in monitor.lines)
+    assert any(" learner: " in line and "policy version" in line for line in monitor.lines)
     assert np.isfinite(rollout.latency_percentile(99))
     reports = [r.getMessage() for r in caplog.records if "observation -> action p50" in r.getMessage()]
     assert reports and re.search(r"answered [1-9]\d* observations .* p99 \d+\.\d ms; mean batch 1\.00", reports[-1])

@@ -77,14 +77,14 @@ def test_a_damaged_saved_id_stops_the_start_with_the_file_named(tmp_path: Path, 
     (tmp_path / "arm.episode.json").write_bytes(content)
     with pytest.raises(EpisodeIdStateError, match=why) as info:
         DurableEpisodeIds(tmp_path, "arm", 0)
-    assert str(tmp_path / "arm.episode.json") in str(info.value)
+    assert str(info.value).startswith(f"robot 'arm': the saved episode id in {tmp_path / 'arm.episode.json'} ")
     assert str(info.value).endswith("or remove the file to start at first_episode_id")  # what the operator can do
     assert isinstance(info.value, ConfigError)  # the same start fails again: the node is not respawned
 
 
 def test_a_saved_id_that_cannot_be_read_names_the_reason(tmp_path: Path) -> None:
     (tmp_path / "arm.episode.json").mkdir()
-    with pytest.raises(EpisodeIdStateError, match="Is a directory"):
+    with pytest.raises(EpisodeIdStateError, match="^robot 'arm': .*Is a directory"):
         DurableEpisodeIds(tmp_path, "arm")
 
 

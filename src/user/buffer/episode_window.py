@@ -121,3 +121,9 @@ def latest_outcome(index: Index) -> EpisodeOutcome | None:
     """How the buffer's newest stored episode went; None when it holds none."""
     rows = index.fetchall(f"SELECT {_OUTCOME} FROM episodes ORDER BY episode DESC LIMIT 1")
     return _outcome(rows[0]) if rows else None
+
+
+def episode_counts(index: Index) -> dict[str, tuple[int, int]]:
+    """Each robot's stored episodes: (online, demonstrations), by robot id."""
+    rows = index.fetchall("SELECT robot_id, SUM(is_demo = 0), SUM(is_demo != 0) FROM episodes GROUP BY robot_id")
+    return {str(robot): (int(online), int(demos)) for robot, online, demos in rows}

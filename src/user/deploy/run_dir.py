@@ -7,7 +7,9 @@ old one by accident. The deployment as started is saved as `deployment.yaml` in 
 reloads it from there unless another config is given.
 
 On resume, robots continue their episode numbering after the highest episode id stored in the run's buffer
-(`buffer/`), so no episode id is used twice in one buffer.
+(`buffer/`), so no episode id is used twice in one buffer, or at the next id a robot saved in its `state_dir`
+when that is larger (an episode it started but the learner never stored keeps its id): the id logged is the id
+the robot starts at.
 """
 
 from __future__ import annotations
@@ -69,27 +71,52 @@ def save(deployment: Deployment, run_dir: Path) -> Path:
 
 
 def continue_episode_ids(deployment: Deployment, run_dir: Path) -> Deployment:
-    """Robots start after their highest episode id stored in the run's buffer (no buffer: unchanged)."""
-    buffer_dir = run_dir / BUFFER_DIR
+    """Robots start after their highest episode id stored in the run's buffer, or at the id they saved in their
+    `state_dir` when that is larger (neither: unchanged); each robot's first id is logged once."""
+    stored = _stored_last_ids(run_dir / BUFFER_DIR)
+    nodes: list[NodeConfig] = []
+    for node in deployment.nodes:
+        robot_id = node.params.get("robot_id")
+        first = _first_episode_id(node, stored) if node.kind == "robot" and isinstance(robot_id, str) else None
+        if first is None:
+            nodes.append(node)
+            continue
+        nodes.append(dataclasses.replace(node, params={**node.params, "first_episode_id": first}))
+        _log.info("%s continues at episode %d", robot_id, first)
+    return dataclasses.replace(deployment, nodes=nodes)
+
+
+def _stored_last_ids(buffer_dir: Path) -> dict[str, int]:
+    """Each robot's highest episode id stored in the buffer at `buffer_dir` (none without a buffer)."""
     from user.buffer.index import INDEX_FILE
     from user.buffer.replay import ReplayBuffer  # the buffer stack only when resuming
 
     if not (buffer_dir / INDEX_FILE).exists():
-        return deployment
-
+        return {}
     try:
         with ReplayBuffer.open(buffer_dir, read_only=True) as buf:
             robots = buf.info().robots
     except Exception as exc:  # no index yet (the learner never stored an episode): nothing to continue
         _log.info("no stored episodes to continue from in %s (%s)", buffer_dir, exc)
-        return deployment
-    nodes: list[NodeConfig] = []
-    for node in deployment.nodes:
-        robot_id = node.params.get("robot_id")
-        if node.kind == "robot" and robot_id in robots:
-            first = robots[robot_id].last_episode_id + 1
-            nodes.append(dataclasses.replace(node, params={**node.params, "first_episode_id": first}))
-            _log.info("%s continues at episode %d", robot_id, first)
-        else:
-            nodes.append(node)
-    return dataclasses.replace(deployment, nodes=nodes)
+        return {}
+    return {robot_id: info.last_episode_id for robot_id, info in robots.items()}
+
+
+def _first_episode_id(node: NodeConfig, stored: dict[str, int]) -> int | None:
+    """The id robot `node` starts at: after its last stored episode or the id it saved, whichever is larger;
+    None when neither is known (it starts where its configuration says)."""
+    from user.robot_loop.episode_ids import EpisodeIdStateError, saved_next_id  # the robot loop only when resuming
+
+    robot_id = str(node.params["robot_id"])
+    last = stored.get(robot_id)
+    candidates = [] if last is None else [last + 1]
+    state_dir = node.params.get("state_dir")
+    if state_dir:
+        try:
+            saved = saved_next_id(Path(state_dir), robot_id)
+        except EpisodeIdStateError as exc:  # the robot refuses to start with the same message
+            _log.warning("%s", exc)
+            saved = None
+        if saved is not None:
+            candidates.append(saved)
+    return max(candidates) if candidates else None

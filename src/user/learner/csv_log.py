@@ -3,7 +3,8 @@
 A file written by an older version with other columns is rewritten once under today's header before anything
 is appended: a renamed column keeps its values under the new name, a new column is empty in the old rows, an
 old column today's header lacks is kept after it, and no row is lost (the rewrite goes to a temporary file
-renamed over the old one)."""
+renamed over the old one). A last row a kill cut short is ended before the next row is appended, so it never
+swallows that row."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return []
     with _open(path, "r") as f:
         return list(csv.DictReader(f))
+
+
+def _ends_whole(path: Path) -> bool:
+    """Whether non-empty file `path` ends with a line end (a kill can leave its last row cut short)."""
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
 
 
 def header(path: Path) -> list[str]:
@@ -67,6 +75,8 @@ class CsvLog:
         self.columns = tuple(columns) if new else tuple(header(path))
         self._file = _open(path, "a")
         self._csv = csv.DictWriter(self._file, self.columns)
+        if not new and not _ends_whole(path):
+            self._file.write("\r\n")  # the cut row stays a row of its own (read as not whole), this one too
         if new:
             self._csv.writeheader()
             self._file.flush()

@@ -30,6 +30,7 @@ from user.buffer.episode_window import (
     EpisodeOutcome,
     RecentEpisodes,
     WindowStats,
+    episode_counts,
     latest_outcome,
     recent_outcomes,
 )
@@ -44,7 +45,7 @@ _log = logging.getLogger("user.learner.progress")
 
 COLUMNS = (
     "wall_time",
-    "elapsed_s",
+    "elapsed_s",  # seconds the learner has run, over all starts of the run (a resumed run continues the last row's)
     "env_steps",
     "episodes",
     "successes",
@@ -113,22 +114,43 @@ def _run_start(path: Path, now: float) -> float:
         return now
 
 
-class ProgressLog:
-    """Appends progress and episode rows; resumable (a resumed run appends to the same files). `index`: the
-    run's buffer index, whose stored online episodes fill the recent windows (a resumed run shows them at
-    once) and whose newest episode `episode_stored` writes."""
+def _last_elapsed(path: Path) -> float:
+    """The `elapsed_s` of the last whole row of progress file `path` (0 without one): a resumed run goes on from it."""
+    last = 0.0
+    for row in read_rows(path):
+        try:
+            last = float(row["elapsed_s"])
+        except (KeyError, TypeError, ValueError):  # a row cut short by a kill
+            continue
+    return last
 
-    def __init__(self, run_dir: Path, plot_every_s: float = 30.0, index: Index | None = None) -> None:
+
+class ProgressLog:
+    """Appends progress and episode rows; resumable (a resumed run appends to the same files, its `elapsed_s`
+    going on from the last row's). `index`: the run's buffer index, whose stored online episodes fill the recent
+    windows (a resumed run shows them at once) and whose newest episode `episode_stored` writes. `clock`: the
+    monotonic clock `elapsed_s` is measured with."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        plot_every_s: float = 30.0,
+        index: Index | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.run_dir = run_dir
         self._index = index
         self.path = run_dir / "progress.csv"
         self.episodes_path = run_dir / "episodes.csv"
         self.run_start = _run_start(self.path, time.time())
+        self._elapsed_before = _last_elapsed(self.path)  # how long the earlier starts of this run ran
         self._csv = CsvLog(self.path, COLUMNS, RENAMED)
         self._episodes = CsvLog(self.episodes_path, EPISODE_COLUMNS)
         self._recent = RecentEpisodes(RECENT_EPISODES, recent_outcomes(index) if index is not None else ())
+        self._counts = {r: list(n) for r, n in (episode_counts(index) if index is not None else {}).items()}
         self._lock = threading.Lock()  # episodes arrive on bus threads, rows are written on the report thread
-        self._started = time.monotonic()
+        self._clock = clock
+        self._started = clock()
         self._plot_every_s = plot_every_s
         self._last_plot = time.monotonic()
         self._outcomes: deque[tuple[int, int]] = deque()  # (episodes, successes) at each row, for the recent rate
@@ -188,6 +210,7 @@ class ProgressLog:
         wall = time.time() if wall is None else wall
         with self._lock:
             self._recent.add(outcome)
+            self._counts.setdefault(outcome.robot_id, [0, 0])[int(outcome.is_demo)] += 1
             self._episodes.append(
                 {
                     "wall_time": f"{wall:.3f}",
@@ -215,6 +238,16 @@ class ProgressLog:
             return {}
         return {column: float(getattr(pooled, name)) for column, name in _WINDOW_COLUMNS.items()}
 
+    def episode_counts(self) -> dict[str, float]:
+        """Each robot's stored episodes over the whole run (a resumed run's included) as named values for the
+        stats message: `episodes/<robot>` acted by a policy, `demos/<robot>` demonstrations."""
+        with self._lock:
+            counts = {robot: tuple(n) for robot, n in self._counts.items()}
+        return {
+            **{f"episodes/{robot}": float(online) for robot, (online, _) in counts.items()},
+            **{f"demos/{robot}": float(demos) for robot, (_, demos) in counts.items()},
+        }
+
     def recent_success_rate(self, counters: LearnerCounters) -> float:
         """Success over roughly the latest RECENT_EPISODES episodes (from the counters' history)."""
         self._outcomes.append((counters.episodes, counters.successes))
@@ -234,7 +267,7 @@ class ProgressLog:
         pooled, robots = self.recent()
         row: dict[str, object] = {
             "wall_time": f"{wall:.3f}",
-            "elapsed_s": f"{time.monotonic() - self._started:.3f}",
+            "elapsed_s": f"{self._elapsed_before + self._clock() - self._started:.3f}",
             "env_steps": counters.env_steps,
             "episodes": counters.episodes,
             "successes": counters.successes,

@@ -378,7 +378,9 @@ class LearningSession:
             "buffer_wait_fraction": self.trainer.feed_wait_fraction(),
             "publishing_halted": float(self.halted is not None),
             "updates_per_step_reached": self.ratio_reached(c.gradient_steps, counters.env_steps),
+            "updates_per_step_set": self.config.pacing.updates_per_step,  # the monitor says when the learner lags
             **self.progress.recent_values(),  # return, length, success, interventions of recent online episodes
+            **self.progress.episode_counts(),  # per robot, over the whole run (a monitor's counts go on from them)
         }
         self.progress.write(time.time(), c, counters, buffered, rate)
         return SessionStats(c, counters, buffered, rate, values)

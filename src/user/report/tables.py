@@ -43,7 +43,7 @@ class ProgressRow:
     """One row of progress.csv (the figures a report draws; the recent-window ones are empty early on)."""
 
     wall_time: float
-    elapsed_s: float  # since the learner (re)started
+    elapsed_s: float  # the learner's running time over all starts of the run (continued on resume)
     env_steps: int
     episodes: int
     successes: int

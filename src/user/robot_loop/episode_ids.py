@@ -8,7 +8,9 @@ first id again would send episodes the buffer already holds and redo demonstrati
 `<state_dir>/<robot_id>.episode.json` first, atomically (a temporary file, fsync, rename, fsync of the
 directory), so an id is used only once it is on disk, and a kill -9 at any moment leaves the old number or
 the new one, never a torn file. On start it continues from the larger of the configured first id and the
-saved one (`user bringup --resume` sets the first id after the buffer's last episode; both agree).
+saved one. `user bringup --resume` sets the first id to the larger of the id after the buffer's last episode and
+the saved one (`saved_next_id`: an episode started but never stored keeps its id), so the id it announces is the
+one the robot starts at.
 """
 
 from __future__ import annotations
@@ -29,6 +31,36 @@ class EpisodeIdError(RuntimeError):
 
 class EpisodeIdStateError(ConfigError):
     """The saved episode id cannot be read: which ids were used is unknown, so the robot does not start."""
+
+
+def saved_next_id(state_dir: Path, robot_id: str) -> int | None:
+    """The next episode id robot `robot_id` saved in `state_dir` (None: none saved); `EpisodeIdStateError` when
+    the file cannot be read. Reads only: nothing is created."""
+    path = state_dir / f"{robot_id}{SUFFIX}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(path, robot_id, str(exc)) from exc
+    try:
+        state: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _unreadable(path, robot_id, f"not JSON ({exc})") from exc
+    value = state.get("next_episode_id") if isinstance(state, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _unreadable(path, robot_id, f"no non-negative integer next_episode_id in {text[:80]!r}")
+    if state.get("robot_id") != robot_id:
+        raise _unreadable(path, robot_id, f"it belongs to robot {state.get('robot_id')!r}, not {robot_id!r}")
+    return value
+
+
+def _unreadable(path: Path, robot_id: str, why: str) -> EpisodeIdStateError:
+    return EpisodeIdStateError(
+        f"robot {robot_id!r}: the saved episode id in {path} is unreadable: {why}. Write "
+        f'{{"robot_id": "{robot_id}", "next_episode_id": N}} there with N above every id this robot '
+        "used (see `user buffer info`), or remove the file to start at first_episode_id"
+    )
 
 
 class EpisodeIds:
@@ -65,33 +97,8 @@ class DurableEpisodeIds(EpisodeIds):
             state_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise EpisodeIdStateError(f"cannot create the robot state directory {state_dir}: {exc}") from exc
-        self.saved = self._load()  # None: nothing saved yet (a fresh run)
+        self.saved = saved_next_id(state_dir, robot_id)  # None: nothing saved yet (a fresh run)
         super().__init__(max(first, self.saved or 0))
-
-    def _load(self) -> int | None:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise self._unreadable(str(exc)) from exc
-        try:
-            state: Any = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise self._unreadable(f"not JSON ({exc})") from exc
-        value = state.get("next_episode_id") if isinstance(state, dict) else None
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise self._unreadable(f"no non-negative integer next_episode_id in {text[:80]!r}")
-        if state.get("robot_id") != self.robot_id:
-            raise self._unreadable(f"it belongs to robot {state.get('robot_id')!r}, not {self.robot_id!r}")
-        return value
-
-    def _unreadable(self, why: str) -> EpisodeIdStateError:
-        return EpisodeIdStateError(
-            f"robot {self.robot_id!r}: the saved episode id in {self.path} is unreadable: {why}. Write "
-            f'{{"robot_id": "{self.robot_id}", "next_episode_id": N}} there with N above every id this robot '
-            "used (see `user buffer info`), or remove the file to start at first_episode_id"
-        )
 
     def _keep(self, next_id: int) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
