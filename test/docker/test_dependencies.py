@@ -135,7 +135,7 @@ def problems_pip_commands(root: Path) -> list[str]:
         found.append(f"Dockerfile.ros: no `pip install --extra-index-url {CPU_TORCH_INDEX} -r ...{HUMBLE_PINS}`")
     learner = root / "docker/Dockerfile.learner"
     if arg_defaults(learner).get("TORCH_INDEX") != CPU_TORCH_INDEX:
-        found.append(f"Dockerfile.learner: ARG TORCH_INDEX must default to {CPU_TORCH_INDEX} (the CPU build of constraints.txt's torch)")
+        found.append(f"Dockerfile.learner: ARG TORCH_INDEX must default to {CPU_TORCH_INDEX} (the CPU build)")
     if not any(option_values(a, "--extra-index-url") == ["$TORCH_INDEX"] for a in pip_installs(learner)):
         found.append("Dockerfile.learner: no pip install with --extra-index-url $TORCH_INDEX")
     return found
