@@ -273,8 +273,8 @@ def test_a_learner_whose_training_stopped_ends_as_failed(learner: Any) -> None:
     asked: list[str] = []
     learner.request_stop = lambda: asked.append("stop")
     learner.session.trainer.failed = TrainingDataError("20 batches in a row could not be read")
-    assert wait_until(lambda: learner.failure is not None, 10.0)
-    assert learner.failure == "training stopped: 20 batches in a row could not be read" and asked == ["stop"]
+    assert wait_until(lambda: learner.failure is not None and asked == ["stop"], 10.0), (learner.failure, asked)
+    assert learner.failure == "training stopped: 20 batches in a row could not be read"
 
 
 def test_a_learner_whose_publication_halted_ends_as_failed(learner: Any) -> None:
@@ -301,8 +301,8 @@ def test_a_learner_that_reaches_its_stop_after_completes_the_run(
         assert wait_until(lambda: node.session.counters.episodes == 1, 10.0)
         assert not wait_until(lambda: node.completed is not None, 0.5)  # one episode: runs on
         _publish(make_bus, f"/{ROBOT}/transitions", [_encode(t) for t in episode(ROBOT, 1, 3)])
-        assert wait_until(lambda: node.completed is not None, 10.0)
-        assert node.completed == "2 episodes stored (stop_after.episodes 2)" and asked == ["stop"]
+        assert wait_until(lambda: node.completed is not None and asked == ["stop"], 10.0), (node.completed, asked)
+        assert node.completed == "2 episodes stored (stop_after.episodes 2)"
         assert node.failure is None
     finally:
         node.destroy()
