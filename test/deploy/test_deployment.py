@@ -81,14 +81,16 @@ def test_bringup_of_a_missing_name_lists_the_names_and_starts_nothing(
     assert not (tmp_path / "run").exists()
 
 
-def test_launches_flatten_parameters_for_ros(tmp_path: Path) -> None:
+def test_launches_keep_parameters_nested(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
         "name: x\nnodes:\n  - name: a\n    kind: talker\n    params: {rate_hz: 5.0, nested: {k: 1}}\n"
         "    respawn: true\n",
     )
     (launch,) = launches(load(path))
-    assert launch.parameters == {"rate_hz": 5.0, "nested.k": 1}
+    assert launch.parameters == {"rate_hz": 5.0, "nested": {"k": 1}}
+    dotted = _write(tmp_path, "name: y\nnodes:\n  - {name: a, kind: talker, params: {rate_hz: 5.0, nested.k: 1}}\n")
+    assert launches(load(dotted))[0].parameters == launch.parameters  # a dotted key is the same setting
     assert launch.respawn and launch.kind == "talker" and launch.name == "a"
     argv = launch.zenoh_command()
     assert argv[1:5] == ["-m", "user", "node", "talker"]

@@ -12,7 +12,6 @@ import pytest
 
 from test.conftest import REPO
 from user.bus.ros_params import decode, ros_params
-from user.config.flat import unflatten
 from user.config.strict import ConfigError, from_mapping
 from user.deploy.commands import launches
 from user.deploy.deployment import load
@@ -95,7 +94,7 @@ def test_both_launchers_give_each_node_the_same_settings(path: Path, tmp_path: P
     for r, z in zip(ros, zenoh, strict=True):
         spec = load_kind(z.kind).Params
         over_ros = from_mapping(spec, decode(ros_params(spec), r.parameters), where=z.name)
-        assert over_ros == from_mapping(spec, unflatten(z.parameters), where=z.name)
+        assert over_ros == from_mapping(spec, z.parameters, where=z.name)
         assert r.launch.env == z.env
 
 

@@ -22,7 +22,7 @@ class NodeLaunch:
 
     name: str
     kind: str
-    parameters: dict[str, Any]  # flat, dotted keys for nested values (ROS 2 parameter style)
+    parameters: dict[str, Any]  # nested, as in the deployment file (dotted keys there expanded: "a.b: 1" = a: {b: 1})
     respawn: bool
     respawn_delay_s: float
     max_respawns: int  # restarts allowed (-1: no limit)
@@ -44,7 +44,7 @@ class NodeLaunch:
             "--name",
             self.name,
             "--params-json",
-            json.dumps(unflatten(self.parameters)),
+            json.dumps(self.parameters),
         ]
 
     def may_respawn(self, respawns_so_far: int) -> bool:
@@ -62,7 +62,7 @@ def node_launch(node: NodeConfig, deployment: Deployment) -> NodeLaunch:
     return NodeLaunch(
         name=node.name,
         kind=node.kind,
-        parameters=flatten(node.params),
+        parameters=unflatten(flatten(node.params)),  # one nested form, whichever the file used
         respawn=node.respawn,
         respawn_delay_s=node.respawn_delay_s,
         max_respawns=node.max_respawns,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from user.config.flat import unflatten
 from user.config.strict import from_mapping
 from user.deploy.commands import launches
 from user.deploy.deployment import Deployment
@@ -21,4 +20,4 @@ def check_node_params(deployment: Deployment, source: str | Path) -> None:
     """Raise ConfigError ("<source>: node 'x' (kind): key: ...") for the first node whose settings are wrong."""
     for launch in launches(deployment):  # the settings exactly as the node's command line carries them
         spec = load_kind(launch.kind).Params
-        from_mapping(spec, unflatten(launch.parameters), where=f"{source}: node {launch.name!r} ({launch.kind})")
+        from_mapping(spec, launch.parameters, where=f"{source}: node {launch.name!r} ({launch.kind})")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from user.bus.ros_params import encode
-from user.config.flat import unflatten
 from user.config.strict import ConfigError
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment, load, resolve_path
@@ -101,7 +100,7 @@ def rviz_command(config: str, sim_time: bool) -> list[str]:
 def ros_parameters(launch: NodeLaunch) -> dict[str, Any]:
     """The node's settings as typed ROS parameters (raises ConfigError on a bad setting)."""
     spec = load_kind(launch.kind).Params
-    return encode(spec, unflatten(launch.parameters), where=f"node {launch.name!r} ({launch.kind})")
+    return encode(spec, launch.parameters, where=f"node {launch.name!r} ({launch.kind})")
 
 
 def ros_launches(deployment: Deployment, log_dir: Path) -> list[RosNodeLaunch]:
