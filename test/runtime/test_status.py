@@ -92,6 +92,7 @@ def test_a_clean_stop_reads_back_and_old_files_still_do(tmp_path: Path) -> None:
         ("running", 0, "", NodeStatus("stopped")),  # stopped cleanly, but could not say so
         ("starting", -9, "", NodeStatus("failed", "ended by signal SIGKILL")),
         ("running", -11, "", NodeStatus("failed", "ended by signal SIGSEGV")),
+        ("running", -99, "", NodeStatus("failed", "ended by signal 99")),  # a number that names no signal
         ("running", 1, "RuntimeError: boom", NodeStatus("failed", "RuntimeError: boom")),
         ("running", 3, "", NodeStatus("failed", "exit code 3")),
         (None, 2, "", NodeStatus("config-error", "exit code 2")),  # died before it wrote anything
@@ -114,3 +115,10 @@ def test_what_the_node_wrote_itself_is_kept(tmp_path: Path, written: str) -> Non
     path.write_text(written + "\n")
     record_exit(path, -9, "killed on its way out")
     assert path.read_text() == written + "\n"
+
+
+def test_without_a_reason_the_exit_itself_is_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "robot.status"
+    write_status("running", "", path)
+    record_exit(path, -9)
+    assert read_status(path) == NodeStatus("failed", "ended by signal SIGKILL")
