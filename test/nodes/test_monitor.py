@@ -22,7 +22,7 @@ from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_ev
 from user.interfaces.stamps import header
 from user.learner.progress import ProgressLog
 from user.nodes.monitor import MonitorNode
-from user.nodes.monitor_text import clock_time
+from user.nodes.parts.monitor_text import clock_time
 
 CODEC = default_codec()
 STATS = {

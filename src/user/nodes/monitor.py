@@ -1,6 +1,6 @@
 """`monitor` node: live progress of a run on the console (and in its log file).
 
-Every `period_s` it writes a few short lines, each starting with the local time (see `user.nodes.monitor_text`
+Every `period_s` it writes a few short lines, each starting with the local time (see `user.nodes.parts.monitor_text`
 for every figure): the learner's (from `stats_topic`), one per robot (from `/<robot>/episode_events`; an episode
 in which no policy version >= 1 acted and no human intervened counts as a demo) and, following more than one
 robot, all robots' together:
@@ -11,7 +11,7 @@ robot, all robots' together:
     12:03:41 all robots: 417 episodes, last 20: 88 % success, return -125.0, 98 steps, 0.1 interventions
 
 and, once each time it happens, that the learner fell behind its set update-to-data ratio or caught up again
-(`user.nodes.monitor_pace`):
+(`user.nodes.parts.monitor_pace`):
 
     12:03:41 learner behind: 1.7 gradient steps per transition over the last 2048 transitions, 4.0 set (42 %)
 
@@ -38,8 +38,8 @@ from user.buffer.episode_window import EpisodeOutcome, RecentEpisodes
 from user.bus.base import Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
-from user.nodes.monitor_pace import PaceWatch
-from user.nodes.monitor_text import (
+from user.nodes.parts.monitor_pace import PaceWatch
+from user.nodes.parts.monitor_text import (
     clock_time,
     learner_detail,
     learner_text,

@@ -9,7 +9,7 @@ Topics (prefix `namespace`, default `/<robot_id>`):
 - `action`, `intervention` (user/msg/Action, subscribed): policy actions and human overrides;
 - `transitions` (user/msg/Transition, RELIABLE): must arrive; `episode_events` (user/msg/EpisodeEvent, RELIABLE);
 - `joint_states` (sensor_msgs/JointState), `<camera>/image/compressed` (sensor_msgs/CompressedImage), BEST_EFFORT,
-  with `robot_description`, `/tf`, `<camera>/camera_info`, `markers` and `clock_topic` (`user.nodes.robot_view`);
+  with `robot_description`, `/tf`, `<camera>/camera_info`, `markers` and `clock_topic` (`user.nodes.parts.robot_view`);
 - `reset` service (user/srv/Reset); `/estop` (std_msgs/Bool, latched) for arms.
 
 The loop runs on its own thread, not a bus timer: bus timers run under the callback lock, and a control
@@ -42,7 +42,7 @@ from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor, from_robot
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
-from user.nodes.robot_view import RobotView
+from user.nodes.parts.robot_view import RobotView
 from user.rewards.human import PressMode
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
 from user.robot_loop.data_credit import CreditGate

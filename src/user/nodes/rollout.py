@@ -25,38 +25,30 @@ episode ends, this node waits for the learner's second receipt of that episode, 
 policy version trained on it (`user.sync.trained`), then for that version, and only then asks the robot to
 reset. What to wait for is defined by the episodes the learner consumed, not by the order in which the END
 event, the receipt and the weights arrive. Robots wait; that is the point of the baseline.
+
+Every decision above is `user.acting.ActingSession`'s; this node only wires topics, the weight subscriber and
+the reset service to it, as the learner node does over `LearningSession`.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-import numpy as np
 import torch
 
+from user.acting.session import ActingConfig, ActingSession
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
-from user.interfaces.domain import Action, Observation, action_to_msg, observation_from_msg
+from user.interfaces.domain import Action, action_to_msg, observation_from_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
 from user.interfaces.refusals import Refusals
-from user.interfaces.validate import InvalidMessageError, check_action, check_observation
 from user.learner.config import LearningConfig
-from user.learner.state_select import StateSelectionError
-from user.policies.base import Policy
-from user.robot_loop.gate import SOURCE_POLICY
 from user.runtime.node import Node
 from user.sync.subscriber import WeightSubscriber
 from user.sync.trained import TrainedEpisodes
-
-JOIN_TIMEOUT_S = 3.0
-STOP_POLL_S = 0.2  # how often a waiting sync-mode reset checks for shutdown
-LATENCY_WINDOW = 10_000  # observation->action latencies kept for percentiles
 
 
 @dataclass
@@ -96,7 +88,7 @@ class RolloutParams:
 
 
 class RolloutNode(Node):
-    """Batched policy inference for several robots, versioned weights, episode-boundary switching."""
+    """Wires an `ActingSession` to the bus: observations, weights, stats and receipts in; actions and resets out."""
 
     Params = RolloutParams
 
@@ -105,7 +97,6 @@ class RolloutNode(Node):
         p = self.params = self.declare_parameters(RolloutParams)
         torch.set_num_threads(p.torch_threads)
         self.latest = p.learning.build_policy()
-        self.selector = p.learning.state_selector()
         self.weights = WeightSubscriber(
             self,
             self.latest,
@@ -114,23 +105,9 @@ class RolloutNode(Node):
             apply="immediate",
             publisher=p.weights_publisher,
         )
-        self.refusals = Refusals(self.log)  # observations refused, actions not sent (see user.interfaces.validate)
-        self._policies: dict[int, Policy] = {}  # version -> a policy copy some robot is pinned to
-        self._pinned: dict[str, int] = {}  # robot -> version it acts with
-        self._episode: dict[str, int] = {}  # robot -> episode id of its pinned version
-        self._pending: dict[str, tuple[Observation, float]] = {}  # robot -> newest unanswered (obs, received)
-        self._cond = threading.Condition()
-        self._stop = threading.Event()
-        self.answered = 0
-        self.skipped = 0  # observations not answered (no weights yet, demo episodes, bad state)
-        self.latencies_s: deque[float] = deque(maxlen=LATENCY_WINDOW)  # receive -> publish, per observation
-        self.batch_sizes: deque[int] = deque(maxlen=LATENCY_WINDOW)
-        self._warned: set[str] = set()
-        self.learner_env_steps = 0  # transitions the learner has received, from its stats (random_steps)
-        self._rng = np.random.default_rng()
+        self.session = ActingSession(_acting_config(p), self.weights, self._publish, self.log)
         if p.random_steps > 0:
             self.create_subscription(p.stats_topic, "user/msg/TrainingStats", self._on_stats)
-        self.trained = TrainedEpisodes()  # sync: the version the learner trained on each episode (receipts)
         self._pubs = {r: self.create_publisher(f"/{r}/action", "user/msg/Action", RELIABLE) for r in p.robots}
         for robot in p.robots:
             on_obs = partial(self._on_observation, robot)
@@ -142,31 +119,45 @@ class RolloutNode(Node):
         self._resets = ThreadPoolExecutor(max_workers=len(p.robots), thread_name_prefix="rollout-reset")
         if p.report_period_s > 0:
             self.create_timer(p.report_period_s, self._report)
-        self._worker = threading.Thread(target=self._serve, name="rollout", daemon=True)
-        self._worker.start()
+        self.session.start()
 
-    # ---- bus callbacks --------------------------------------------------------------------------
+    # ---- what the session counts ----------------------------------------------------------------
 
-    def _on_observation(self, robot: str, msg: Any) -> None:
-        try:
-            obs = observation_from_msg(msg)
-            check_observation(obs, robot_id=robot)
-        except InvalidMessageError as exc:  # never act on it: the robot holds until a good one comes
-            self.skipped += 1
-            where = f"observation on /{robot}/observation (episode {msg.episode_id} step {msg.step})"
-            self.refusals.invalid(where, exc)
-            return
-        with self._cond:
-            self._pending[obs.robot_id] = (obs, time.monotonic())
-            self._cond.notify()
+    @property
+    def refusals(self) -> Refusals:
+        """Observations refused, actions not sent (see user.interfaces.validate)."""
+        return self.session.refusals
 
-    def _on_stats(self, msg: Any) -> None:
-        self.learner_env_steps = max(self.learner_env_steps, int(msg.env_steps))
+    @property
+    def trained(self) -> TrainedEpisodes:
+        """Sync: the version the learner trained on each episode (its receipts)."""
+        return self.session.trained
+
+    @property
+    def answered(self) -> int:
+        return self.session.answered
+
+    @property
+    def skipped(self) -> int:
+        """Observations not answered (no weights yet, demo episodes, bad state, an action not sent)."""
+        return self.session.skipped
 
     @property
     def warming_up(self) -> bool:
         """Still acting at random: the learner has not yet received `random_steps` transitions."""
-        return self.learner_env_steps < self.params.random_steps
+        return self.session.warming_up
+
+    def latency_percentile(self, q: float) -> float:
+        """Receive-to-publish latency percentile `q` (0..100) over the recent window, seconds."""
+        return self.session.latency_percentile(q)
+
+    # ---- bus callbacks --------------------------------------------------------------------------
+
+    def _on_observation(self, robot: str, msg: Any) -> None:
+        self.session.observe(robot, observation_from_msg(msg))
+
+    def _on_stats(self, msg: Any) -> None:
+        self.session.note_learner_steps(int(msg.env_steps))
 
     def _on_event(self, msg: Any) -> None:
         event = episode_event_from_msg(msg)
@@ -174,100 +165,19 @@ class RolloutNode(Node):
             self._resets.submit(self._sync_reset, event.robot_id, event.episode_id)
 
     def _on_ack(self, robot: str, msg: Any) -> None:
-        if msg.robot_id == robot:  # another robot's receipt on this robot's topic releases nothing
-            self.trained.note(robot, int(msg.episode_id), int(msg.policy_version))
-
-    # ---- inference thread -----------------------------------------------------------------------
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            with self._cond:
-                if not self._pending:
-                    self._cond.wait(0.1)
-                pending, self._pending = self._pending, {}
-            if pending:
-                try:
-                    self._answer(list(pending.values()))
-                except Exception as exc:  # never let one bad batch stop serving
-                    self.log.exception("inference failed: %s", exc)
-
-    def _answer(self, items: list[tuple[Observation, float]]) -> None:
-        if self.params.wait_for_weights and self.weights.version == 0:  # none applied yet (a learner starts at 1)
-            self.skipped += len(items)
-            return
-        groups: dict[int, list[tuple[Observation, float, np.ndarray]]] = {}
-        for obs, received in items:
-            if obs.episode_id < self.params.start_episode:
-                self.skipped += 1
-                continue
-            try:
-                state = self.selector.select(obs.state, obs.state_names)
-            except StateSelectionError as exc:
-                self.skipped += 1
-                self._warn_once(obs.robot_id, f"cannot act for {obs.robot_id}: {exc}")
-                continue
-            version = self._version_for(obs)
-            groups.setdefault(version, []).append((obs, received, state))
-        for version, group in groups.items():
-            policy = self._policies[version]
-            states = np.stack([s for _, _, s in group])
-            with torch.no_grad():
-                actions = policy.act_tensor(
-                    policy.preprocess(states, {}), deterministic=self.params.deterministic
-                ).numpy()
-            if self.warming_up:  # standard SAC's warm-up: uniform random actions, off-policy data for the learner
-                actions = self._rng.uniform(-1.0, 1.0, actions.shape).astype(np.float32)
-            for (obs, received, _), data in zip(group, actions, strict=True):
-                self._send(obs, received, data, version, policy.action_dim)
-            self.batch_sizes.append(len(group))
-
-    def _send(self, obs: Observation, received: float, data: np.ndarray, version: int, dim: int) -> None:
-        """Publish the policy's action for `obs`, unless it is not a valid command (e.g. not finite): then the robot
-        gets none and holds."""
-        action = Action(
-            robot_id=obs.robot_id,
-            episode_id=obs.episode_id,
-            step=obs.step,
-            data=data.astype(np.float32),
-            stamp_ns=obs.stamp_ns,
-            intervened=False,
-            source=SOURCE_POLICY,
-            policy_version=version,
+        self.session.note_receipt(
+            robot, robot_id=str(msg.robot_id), episode_id=int(msg.episode_id), version=int(msg.policy_version)
         )
-        try:
-            check_action(action, robot_id=obs.robot_id, dim=dim)
-        except InvalidMessageError as exc:
-            self.skipped += 1
-            what = f"action of policy version {version} for {obs.robot_id} (episode {obs.episode_id} step {obs.step})"
-            self.refusals.invalid(what, exc)
-            return
-        self._pubs[obs.robot_id].publish(action_to_msg(action, self.codec))
-        self.latencies_s.append(time.monotonic() - received)
-        self.answered += 1
 
-    def _version_for(self, obs: Observation) -> int:
-        """The version `obs.robot_id` acts with now (pins a new one at an episode boundary)."""
-        robot = obs.robot_id
-        newest = self.weights.version
-        if self.params.apply == "immediate" or self._episode.get(robot) != obs.episode_id:
-            if newest not in self._policies:
-                copy = self.params.learning.build_policy()
-                copy.load_weights(self.weights.snapshot())
-                newest = copy.version
-                self._policies[newest] = copy
-            self._pinned[robot] = newest
-            self._episode[robot] = obs.episode_id
-            in_use = set(self._pinned.values())
-            for v in [v for v in self._policies if v not in in_use]:
-                del self._policies[v]
-        return self._pinned[robot]
+    def _publish(self, action: Action) -> None:
+        self._pubs[action.robot_id].publish(action_to_msg(action, self.codec))
 
     # ---- sync mode ------------------------------------------------------------------------------
 
     def _sync_reset(self, robot: str, episode_id: int) -> None:
-        """After `robot`'s episode: wait for the version the learner trained on it (its receipt names it), then
-        reset. At the deadline the robot is reset anyway, and that is logged."""
-        if self._wait_trained(robot, episode_id, time.monotonic() + self.params.sync_timeout_s):
+        """After `robot`'s episode: once the session says so (the version trained on it is here, or the deadline
+        passed), reset the robot."""
+        if not self.session.ready_to_reset(robot, episode_id):
             return  # stopping
         request = self.codec.msg_class("user/srv/Reset_Request")(robot_id=robot, seed=RESET_SEED_DEFAULT)
         try:
@@ -278,50 +188,31 @@ class RolloutNode(Node):
         if not response.success:
             self.log.error("%s: reset refused: %s", robot, response.message)
 
-    def _wait_trained(self, robot: str, episode_id: int, deadline: float) -> bool:
-        """Wait for the receipt of (robot, episode) and its version, until `deadline`; True when stopping."""
-        version = None
-        while version is None or not self.weights.wait_for_version(version, self._poll(deadline)):
-            if self._stop.is_set():
-                return True
-            if version is None:
-                version = self.trained.wait(robot, episode_id, self._poll(deadline))
-            if time.monotonic() >= deadline:
-                what = "no receipt" if version is None else f"policy version {version} never arrived"
-                self.log.error("%s: episode %d: %s within %.0f s; resetting anyway", robot, episode_id, what,
-                               self.params.sync_timeout_s)  # fmt: skip
-                return False
-        return self._stop.is_set()
-
-    @staticmethod
-    def _poll(deadline: float) -> float:
-        return max(0.0, min(STOP_POLL_S, deadline - time.monotonic()))
-
-    def _warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.log.error("%s", message)
-
     def _report(self) -> None:
         """Timer: how the rollout is keeping up (what a robot waits for an action)."""
-        batches = list(self.batch_sizes)
+        s = self.session
         self.log.info(
             "answered %d observations (%d skipped); observation -> action p50 %.1f ms, p99 %.1f ms; mean batch %.2f",
-            self.answered,
-            self.skipped,
-            1e3 * self.latency_percentile(50),
-            1e3 * self.latency_percentile(99),
-            float(np.mean(batches)) if batches else float("nan"),
+            s.answered,
+            s.skipped,
+            1e3 * s.latency_percentile(50),
+            1e3 * s.latency_percentile(99),
+            s.mean_batch(),
         )
 
-    def latency_percentile(self, q: float) -> float:
-        """Receive-to-publish latency percentile `q` (0..100) over the recent window, seconds."""
-        return float(np.percentile(np.asarray(self.latencies_s), q)) if self.latencies_s else float("nan")
-
     def destroy(self) -> None:
-        self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
-        self._worker.join(JOIN_TIMEOUT_S)
+        self.session.close()
         self._resets.shutdown(wait=True, cancel_futures=True)  # a waiting reset sees the stop within STOP_POLL_S
         self.weights.close()
+
+
+def _acting_config(p: RolloutParams) -> ActingConfig:
+    return ActingConfig(
+        learning=p.learning,
+        apply=p.apply,
+        deterministic=p.deterministic,
+        wait_for_weights=p.wait_for_weights,
+        start_episode=p.start_episode,
+        random_steps=p.random_steps,
+        sync_timeout_s=p.sync_timeout_s,
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from user.nodes.monitor_text import amount, clock_time, plural
+from user.nodes.parts.monitor_text import amount, clock_time, plural
 
 
 def test_counts_are_written_short_and_named_in_the_plural_unless_one() -> None:

@@ -90,7 +90,7 @@ class RobotView:
                 self._tf = self._markers = self._description = None
 
     def _visual_publishers(self, ns: str) -> None:
-        from user.nodes.robot_markers import MarkerBuilder
+        from user.nodes.parts.robot_markers import MarkerBuilder
 
         assert self.kinematics is not None
         node = self.node
@@ -215,7 +215,7 @@ class RobotView:
         for link in self.kinematics.transforms(state.joint_positions, float(state.gripper)):
             transforms.append(self._transform(stamp, p + link.parent, p + link.child, link.translation, link.rotation))
         if self.sim is not None:
-            from user.nodes.robot_markers import scene_camera_poses
+            from user.nodes.parts.robot_markers import scene_camera_poses
 
             for cam, (pos, quat) in scene_camera_poses(self.sim, tuple(self._images)).items():
                 transforms.append(self._transform(stamp, root, self._camera_frame(cam), pos, quat))
@@ -242,7 +242,7 @@ class RobotView:
     def _camera_info(self, camera: str, stamp: int, frame: str) -> Any:
         if self.sim is None:
             return None  # a real camera's intrinsics come from its own driver (realsense2_camera publishes them)
-        from user.nodes.robot_markers import pinhole
+        from user.nodes.parts.robot_markers import pinhole
 
         if camera not in self._pinholes:  # the camera model does not change: computed once per camera
             self._pinholes[camera] = pinhole(self.sim, self.robot.config.cameras, camera)

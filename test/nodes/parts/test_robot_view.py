@@ -1,4 +1,4 @@
-"""What a simulated robot node publishes for rviz and Foxglove (`user.nodes.robot_view`), heard over Zenoh:
+"""What a simulated robot node publishes for rviz and Foxglove (`user.nodes.parts.robot_view`), heard over Zenoh:
 robot_description, joint states under its joint names, a TF tree whose chain to the tool lands on the observed
 tool pose, camera images with matching CameraInfo frames, markers, and every stamp on the simulation clock."""
 
@@ -20,8 +20,8 @@ from test.sim.test_kinematics import compose
 from user.bus.base import BEST_EFFORT, LATCHED, RELIABLE
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.stamps import from_time
-from user.nodes import robot_view
 from user.nodes.expert import ExpertNode
+from user.nodes.parts import robot_view
 from user.nodes.robot import RobotNode
 from user.runtime.diagnostics import ERROR, OK, WARN, Status
 from user.runtime.node import Node

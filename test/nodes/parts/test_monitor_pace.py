@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from user.nodes.monitor_pace import PaceChange, PaceWatch
+from user.nodes.parts.monitor_pace import PaceChange, PaceWatch
 
 
 def test_the_ratio_is_over_the_latest_window_once_training_had_begun() -> None:
