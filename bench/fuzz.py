@@ -143,7 +143,7 @@ def _devices() -> Callable[[bytes], None]:
 
     from test.fuzz.test_devices import _FakeDevice, _FakeSpaceMouse, _State
     from user.interfaces.refusals import Refusals
-    from user.robot_loop.devices import DeviceError, EvdevPedal, SpaceMouseTeleop
+    from user.teleop import DeviceError, EvdevPedal, SpaceMouseTeleop
 
     mouse = _FakeSpaceMouse()
     sys.modules["pyspacemouse"] = mouse

@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 from test.fuzz.strategies import CI
 from user.interfaces.refusals import Refusals
-from user.robot_loop.devices import MAX_STAMP_NS, DeviceError, EvdevPedal, SpaceMouseTeleop
+from user.teleop.errors import DeviceError
+from user.teleop.evdev_pedal import MAX_STAMP_NS, EvdevPedal
+from user.teleop.spacemouse import SpaceMouseTeleop
 
 AXIS = st.floats(allow_nan=True, allow_infinity=True, width=32)
 

@@ -15,9 +15,9 @@ from user.bus.base import Bus
 from user.config.strict import ConfigError, from_mapping
 from user.nodes.pedal import MODE_EPISODE_END, MODE_STEP, PedalNode, PedalParams
 from user.nodes.teleop import TeleopNode, TeleopParams
-from user.robot_loop.devices import DeviceError, SpaceMouseTeleop
 from user.robot_loop.gate import SOURCE_HUMAN
 from user.runtime.node import Node
+from user.teleop import DeviceError, SpaceMouseTeleop
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -24,9 +24,11 @@ from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.refusals import Refusals
 from user.interfaces.stamps import from_time, header
-from user.robot_loop.devices import DeviceError, EvdevPedal, PedalPress, PedalSource, ScriptedPedal
-from user.robot_loop.pedal_sources import KeyboardPedal
 from user.runtime.node import Node
+from user.teleop.errors import DeviceError
+from user.teleop.evdev_pedal import EvdevPedal
+from user.teleop.keyboard_pedal import KeyboardPedal
+from user.teleop.pedal import PedalPress, PedalSource, ScriptedPedal
 
 MODE_STEP = 0  # user/msg/HumanReward MODE_STEP
 MODE_EPISODE_END = 1  # user/msg/HumanReward MODE_EPISODE_END

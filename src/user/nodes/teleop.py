@@ -16,9 +16,11 @@ import numpy as np
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Action, action_to_msg
-from user.robot_loop.devices import DeviceError, ScriptedTeleop, SpaceMouseTeleop, TeleopDevice
 from user.robot_loop.gate import SOURCE_HUMAN
 from user.runtime.node import Node
+from user.teleop.device import ScriptedTeleop, TeleopDevice
+from user.teleop.errors import DeviceError
+from user.teleop.spacemouse import SpaceMouseTeleop
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """MuJoCo simulation of arms with tasks and cameras: a Franka FR3 + hand under Cartesian impedance control, and
-an ARX L5/X5 under IK + joint PD control (`arx_model`, `joint_control`, `arx_sim`).
+an ARX L5/X5 under IK + joint PD control (`arx_model`, `ik`, `joint_control`, `arx_sim`).
 
 Layers, bottom up: `franka_model` (franky-sim's FR3 MJCF prepared as an `ArmModel`), `scene` (work cell
 composed with MjSpec), `controller` (operational-space impedance control at every 2 ms physics step),

@@ -3,25 +3,15 @@
 The real ARX controller takes joint (or end-effector) position targets and closes a joint PD loop with
 gravity compensation in the motor drivers. The simulation reproduces that chain:
 
-1. IK, once per new Cartesian target (10 Hz from `ArmRobot`): `PriorityIk` turns the tool pose into joint
-   targets. It is damped least squares with a strict task priority: the position error is solved first,
-   the orientation error only in the null space of the position Jacobian, so where a 6-DoF arm cannot take
-   the requested orientation (joint limits, the wrist's reach) it still reaches the position and gets as
-   close as it can in orientation, instead of trading position for orientation as a weighted 6-D solve
-   would. Joint limits: a joint at a limit that a step would push further is frozen for that step (its
-   Jacobian column zeroed, the step re-solved), so the other joints take over; steps are then clipped to
-   the limits. It never raises: it returns its best iterate (smallest position error, then orientation
-   error) and reports the residuals.
+1. IK, once per new Cartesian target (10 Hz from `ArmRobot`): `ik.PriorityIk` (the simulation's one IK) turns
+   the tool pose into joint targets, position first and orientation as close as the arm allows, within the
+   joint limits; it never raises, and reports the residuals. A far target that one solve does not reach is
+   solved on at the next PD updates while that improves it.
 2. Interpolation: the joint target moves linearly from the previous one to the new one over
    `interpolation_s` (like the SDK's preview interpolation), so a 2 cm target jump is not a torque step.
 3. Joint PD at `rate_hz` (200 Hz): tau = Kp (q* - q) - Kd qdot + qfrc_bias (gravity and Coriolis),
    computed every 1/rate_hz of simulation time and held (zero-order hold) in between, as a motor bus
    would; MuJoCo clamps it to the motors' torque limits.
-
-Why not mink: mink (installed) solves a weighted QP over all tasks, so position and orientation trade off
-by weights, not strictly; joint limits as QP constraints are its advantage, but box clipping is enough
-for a 6-joint serial arm whose targets move at most 2 cm per step. The DLS below needs only numpy and
-MuJoCo's Jacobians, runs on a scratch `MjData` and takes ~1 ms per target.
 """
 
 from __future__ import annotations
@@ -36,6 +26,7 @@ import numpy.typing as npt
 
 from user.config import setting
 from user.sim.errors import SimError
+from user.sim.ik import IkResult, IkSettings, PriorityIk
 
 Vec = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]
@@ -58,101 +49,6 @@ class JointControlConfig:
     ik_damping: float = setting(1e-2, "damping of the least-squares steps (lambda, in m or rad)", min=1e-6)
     ik_max_step: float = setting(0.2, "largest joint change per IK iteration, rad", min=1e-3)
     ik_tolerance: float = setting(1e-4, "IK stops when position (m) and orientation (rad) errors are below", min=1e-9)
-
-
-@dataclass(frozen=True)
-class IkResult:
-    """Joint positions found by `PriorityIk` and how far the tool stays from the target there."""
-
-    q: Vec  # joint positions, same order as the IK's joints
-    position_error: float  # m
-    rotation_error: float  # rad
-
-
-class PriorityIk:
-    """Position-first damped least-squares IK of one site over a set of joints (see the module docstring)."""
-
-    def __init__(
-        self, model: mujoco.MjModel, config: JointControlConfig, *, site_id: int, qpos_ids: Index, dof_ids: Index
-    ) -> None:
-        self._model = model
-        self._data = mujoco.MjData(model)  # scratch: IK never touches the simulation's state
-        self._cfg = config
-        self._site = site_id
-        self._qpos = np.asarray(qpos_ids, dtype=np.int64)
-        self._dofs = np.asarray(dof_ids, dtype=np.int64)
-        joints = model.dof_jntid[self._dofs]
-        limited = model.jnt_limited[joints].astype(bool)
-        self.low = np.where(limited, model.jnt_range[joints, 0], -np.inf)
-        self.high = np.where(limited, model.jnt_range[joints, 1], np.inf)
-        self._jac = np.zeros((6, model.nv))
-        self._quat, self._qerr = np.zeros(4), np.zeros(4)
-
-    def errors(self, q: Vec, position: Vec, quat_wxyz: Vec) -> tuple[Vec, Vec]:
-        """Position error (m) and axis-angle orientation error (rad, world frame) of the site at `q`."""
-        d = self._data
-        d.qpos[self._qpos] = q
-        mujoco.mj_kinematics(self._model, d)
-        mujoco.mj_comPos(self._model, d)
-        mujoco.mju_mat2Quat(self._quat, d.site_xmat[self._site])
-        mujoco.mju_negQuat(self._qerr, self._quat)
-        mujoco.mju_mulQuat(self._qerr, quat_wxyz, self._qerr)
-        if self._qerr[0] < 0.0:
-            self._qerr *= -1.0
-        rot = np.zeros(3)
-        mujoco.mju_quat2Vel(rot, self._qerr, 1.0)
-        return position - d.site_xpos[self._site], rot
-
-    def solve(self, seed: Vec, position: Vec, quat_wxyz: Vec) -> IkResult:
-        """Joint positions near `seed` putting the site at the pose (position first), within the limits."""
-        cfg = self._cfg
-        target = quat_wxyz / np.linalg.norm(quat_wxyz)
-        q = np.clip(seed.astype(np.float64), self.low, self.high)
-        best: IkResult | None = None
-        lam2 = cfg.ik_damping**2
-        for _ in range(cfg.ik_iterations):
-            ep, er = self.errors(q, position, target)
-            result = IkResult(q.copy(), float(np.linalg.norm(ep)), float(np.linalg.norm(er)))
-            if best is None or _better(result, best):
-                best = result
-            if result.position_error < cfg.ik_tolerance and result.rotation_error < cfg.ik_tolerance:
-                break
-            mujoco.mj_jacSite(self._model, self._data, self._jac[:3], self._jac[3:], self._site)
-            free = np.ones(len(q), dtype=bool)
-            for _ in range(len(q)):  # joints at a limit that the step pushes further are frozen, then re-solve
-                dq = self._step(self._jac[:3, self._dofs] * free, self._jac[3:, self._dofs] * free, ep, er, lam2)
-                blocked = free & (((q <= self.low) & (dq < 0.0)) | ((q >= self.high) & (dq > 0.0)))
-                if not blocked.any():
-                    break
-                free &= ~blocked
-            largest = float(np.max(np.abs(dq)))
-            if largest > cfg.ik_max_step:
-                dq *= cfg.ik_max_step / largest
-            q = np.clip(q + dq, self.low, self.high)
-        else:
-            ep, er = self.errors(q, position, target)
-            last = IkResult(q.copy(), float(np.linalg.norm(ep)), float(np.linalg.norm(er)))
-            best = last if best is None or _better(last, best) else best
-        assert best is not None  # the loop runs at least once (ik_iterations >= 1)
-        return best
-
-    @staticmethod
-    def _step(jp: Vec, jr: Vec, ep: Vec, er: Vec, lam2: float) -> Vec:
-        """Damped least-squares step: position first, orientation in the position task's null space."""
-        eye3 = np.eye(3)
-        jp_pinv = jp.T @ np.linalg.inv(jp @ jp.T + lam2 * eye3)
-        dq: Vec = jp_pinv @ ep
-        null = np.eye(jp.shape[1]) - jp_pinv @ jp
-        jr_null = jr @ null
-        dq += null @ (jr_null.T @ np.linalg.solve(jr_null @ jr_null.T + lam2 * eye3, er - jr @ dq))
-        return dq
-
-
-def _better(a: IkResult, b: IkResult) -> bool:
-    """Position first (to 0.1 mm), then orientation."""
-    if abs(a.position_error - b.position_error) > 1e-4:
-        return a.position_error < b.position_error
-    return a.rotation_error < b.rotation_error
 
 
 class JointPdController:
@@ -191,7 +87,8 @@ class JointPdController:
         self._acts = np.asarray(actuator_ids, dtype=np.int64)
         self._kp = np.array(config.kp, dtype=np.float64)
         self._kd = np.array(config.kd, dtype=np.float64)
-        self.ik = PriorityIk(model, config, site_id=site_id, qpos_ids=self._qpos, dof_ids=self._dofs)
+        settings = IkSettings(config.ik_iterations, config.ik_damping, config.ik_max_step, config.ik_tolerance)
+        self.ik = PriorityIk(model, settings, site_id=site_id, qpos_ids=self._qpos, dof_ids=self._dofs)
         self._ramp_ticks = max(1, math.ceil(config.interpolation_s * config.rate_hz))
         self._target_pos = np.zeros(3)
         self._target_quat = np.array([1.0, 0.0, 0.0, 0.0])
@@ -229,9 +126,8 @@ class JointPdController:
             previous = self.last_ik if self._refining else None
             self.last_ik = self.ik.solve(self._goal, self._target_pos, self._target_quat)
             # Not converged but still improving (a far target): continue from here at the next PD update.
-            tol = self._cfg.ik_tolerance
-            converged = self.last_ik.position_error < tol and self.last_ik.rotation_error < tol
-            self._refining = self._pending = not converged and (previous is None or _better(self.last_ik, previous))
+            converged = self.last_ik.within(self._cfg.ik_tolerance)
+            self._refining = self._pending = not converged and (previous is None or self.last_ik.better_than(previous))
             if not self._pending and self.last_ik.position_error > 1e-3:
                 _log.debug("tool target out of reach: %.1f mm from it", 1e3 * self.last_ik.position_error)
             self._start, self._goal, self._tick = self.joint_target.copy(), self.last_ik.q, 0

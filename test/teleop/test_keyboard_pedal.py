@@ -1,24 +1,21 @@
-"""Pedal sources: the `keyboard` source on a real pseudo-terminal (characters written into its master side), and
-the evdev pedal's exclusive grab through a fake `evdev` module of the same interface (evdev and a real input
-device are not available here)."""
+"""The `keyboard` pedal source on a real pseudo-terminal (characters written into its master side)."""
 
 from __future__ import annotations
 
 import errno
 import os
-import sys
 import termios
 import time
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from test.conftest import wait_until
-from user.robot_loop.devices import DeviceError, EvdevPedal, PedalPress
-from user.robot_loop.pedal_sources import KeyboardPedal, parse_char
+from user.teleop.errors import DeviceError
+from user.teleop.keyboard_pedal import KeyboardPedal, parse_char
+from user.teleop.pedal import PedalPress
 
 KEYS = [("s", "KEY_A"), ("f", "KEY_C"), ("space", "KEY_B")]
 
@@ -148,105 +145,3 @@ def test_bad_key_characters_are_refused_before_the_terminal_is_touched(
 
 def test_named_characters() -> None:
     assert [parse_char(n) for n in ("space", "enter", "tab", "q", "+")] == [" ", "\n", "\t", "q", "+"]
-
-
-# --- evdev, faked behind python-evdev's interface ---
-
-
-@dataclass
-class _Event:
-    type: int
-    code: int
-    value: int  # 1 down, 0 up, 2 autorepeat
-    sec: float
-
-    def timestamp(self) -> float:
-        return self.sec
-
-
-class _FakeInputDevice:
-    busy = False  # another process holds the device
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.calls: list[str] = []
-        self.events: list[_Event] = []
-        opened.append(self)
-
-    def grab(self) -> None:
-        self.calls.append("grab")
-        if self.busy:
-            raise OSError(errno.EBUSY, "Device or resource busy")
-
-    def ungrab(self) -> None:
-        self.calls.append("ungrab")
-
-    def read_one(self) -> _Event | None:
-        return self.events.pop(0) if self.events else None
-
-    def close(self) -> None:
-        self.calls.append("close")
-
-
-opened: list[_FakeInputDevice] = []
-
-
-@pytest.fixture
-def fake_evdev(monkeypatch: pytest.MonkeyPatch) -> Callable[[], _FakeInputDevice]:
-    module = types.ModuleType("evdev")
-    module.InputDevice = _FakeInputDevice  # type: ignore[attr-defined]
-    module.ecodes = types.SimpleNamespace(EV_SYN=0, EV_KEY=1, KEY={30: "KEY_A", 48: "KEY_B"})  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "evdev", module)
-    monkeypatch.setattr(_FakeInputDevice, "busy", False)
-    opened.clear()
-    return lambda: opened[-1]
-
-
-def test_the_device_is_grabbed_while_open_and_released_on_close(fake_evdev: Callable[[], _FakeInputDevice]) -> None:
-    pedal = EvdevPedal("/dev/input/fake0")
-    device = fake_evdev()
-    assert device.path == "/dev/input/fake0" and device.calls == ["grab"] and pedal.grabbed
-    pedal.close()
-    assert device.calls == ["grab", "ungrab", "close"]
-
-
-def test_without_grab_the_device_is_shared(fake_evdev: Callable[[], _FakeInputDevice]) -> None:
-    pedal = EvdevPedal("/dev/input/fake0", grab=False)
-    pedal.close()
-    assert fake_evdev().calls == ["close"]
-
-
-def test_a_device_grabbed_elsewhere_is_a_clear_error(
-    fake_evdev: Callable[[], _FakeInputDevice], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_FakeInputDevice, "busy", True)
-    with pytest.raises(DeviceError, match="/dev/input/fake1 is grabbed by another process"):
-        EvdevPedal("/dev/input/fake1")
-    assert fake_evdev().calls == ["grab", "close"]  # not left open
-
-
-def test_only_key_downs_are_presses(fake_evdev: Callable[[], _FakeInputDevice]) -> None:
-    pedal = EvdevPedal("/dev/input/fake0")
-    fake_evdev().events = [
-        _Event(1, 30, 1, 100.5),  # KEY_A down
-        _Event(0, 0, 0, 100.5),  # sync
-        _Event(1, 30, 2, 100.7),  # autorepeat
-        _Event(1, 30, 0, 100.9),  # up
-        _Event(1, 48, 1, 101.25),  # KEY_B down
-        _Event(1, 99, 1, 102.0),  # a code without a name
-    ]
-    try:
-        assert pedal.poll() == [
-            PedalPress("KEY_A", 100_500_000_000),
-            PedalPress("KEY_B", 101_250_000_000),
-            PedalPress("KEY_99", 102_000_000_000),
-        ]
-        assert pedal.poll() == []
-    finally:
-        pedal.close()
-
-
-def test_missing_evdev_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "evdev", None)  # import evdev raises ImportError
-    with pytest.raises(DeviceError, match=r"/dev/input/event7 needs the evdev package: pip install 'user\[pedal\]'"):
-        EvdevPedal("/dev/input/event7")

@@ -19,7 +19,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from user.robot_loop.devices import DeviceError, PedalPress
+from user.teleop.errors import DeviceError
+from user.teleop.pedal import PedalPress
 
 NAMED_CHARS = {"space": " ", "enter": "\n", "tab": "\t"}  # names of the characters a setting cannot show
 READ_BYTES = 4096  # read at most this much per poll; the rest waits for the next one
