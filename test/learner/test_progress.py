@@ -13,7 +13,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from user.buffer.episode_window import EpisodeOutcome
 from user.learner.checkpoint import LearnerCounters
 from user.learner.csv_log import read_rows
-from user.learner.progress import COLUMNS, ProgressLog
+from user.learner.progress import ProgressLog
+from user.learner.run_log import PROGRESS_COLUMNS
 from user.learner.trainer import TrainerCounters
 
 TRAINER = TrainerCounters(update_calls=5, gradient_steps=40, busy_s=1.0, idle_s=1.0, last={"critic_loss": 0.5})
@@ -104,7 +105,7 @@ def test_tensorboard_has_episode_figures_per_robot_and_pooled_against_env_steps(
     assert "progress/updates_per_s" not in events.Tags()["scalars"]
 
 
-OLD_COLUMNS = [c if c != "gradient_steps_per_s" else "updates_per_s" for c in COLUMNS[:12]]
+OLD_COLUMNS = [c if c != "gradient_steps_per_s" else "updates_per_s" for c in PROGRESS_COLUMNS[:12]]
 
 
 def test_a_progress_csv_of_an_older_version_is_continued_under_todays_columns(tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_a_progress_csv_of_an_older_version_is_continued_under_todays_columns(tm
     finally:
         log.close()
     with open(path, newline="", encoding="utf-8") as f:
-        assert next(csv.reader(f)) == list(COLUMNS)
+        assert next(csv.reader(f)) == list(PROGRESS_COLUMNS)
     old, new = read_rows(path)
     assert (old["env_steps"], old["gradient_steps_per_s"], old["recent_return_mean"]) == ("7", "3.500", "")
     assert (new["env_steps"], new["gradient_steps_per_s"]) == ("9", "1.000")

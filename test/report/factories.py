@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from user.buffer.info import BufferInfo
+from user.learner.run_log import EpisodeRow, ProgressRow, Table
 from user.report.buffer_summary import BufferSummary, RobotComposition
 from user.report.overview import ReportData, report_data
 from user.report.run_dir import RunData
-from user.report.tables import EpisodeRow, ProgressRow, Table
 
 ROBOTS = ["arm_a", "arm_b", "franka_left", "franka_right"]
 

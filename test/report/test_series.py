@@ -1,13 +1,12 @@
 """What the report computes from a run's rows: per-robot rates over online episodes only (demonstrations counted
-apart), the recent-window curves (per robot and pooled), and the learner's timing with rows that lack a figure."""
+apart) and the learner's timing with rows that lack a figure (the curves: test/learner/test_run_log.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from user.learner.curve import POOLED
-from user.report.series import curves, robot_rates, timing
-from user.report.tables import EpisodeRow, ProgressRow
+from user.learner.run_log import EpisodeRow, ProgressRow
+from user.report.series import robot_rates, timing
 
 
 def _episode(robot: str, episode_id: int, env_steps: int, ret: float, **kwargs: object) -> EpisodeRow:
@@ -39,17 +38,6 @@ def test_rates_are_over_online_episodes_with_demonstrations_apart() -> None:
     assert (cart.success_rate, cart.intervention_rate, cart.online_steps) == (1.0, 0.0, 20)
     (only_demo,) = robot_rates(EPISODES[:1])
     assert only_demo.success_rate is None and only_demo.intervention_rate is None
-
-
-def test_curves_have_a_series_per_robot_then_all_robots_and_mark_the_demos_end() -> None:
-    data = curves(EPISODES, window=2)
-    assert [s.label for s in data.series] == ["arm", "cart", POOLED]
-    arm, cart, pooled = data.series
-    assert [a.env_steps for a in arm.at] == [20, 40] and arm.mean_return == [-4.0, -3.0]
-    assert cart.success_rate == [1.0]
-    assert pooled.mean_return == [-4.0, 1.0, 2.0]  # the latest 2 online episodes of all robots
-    assert data.demo_end is not None and data.demo_end.env_steps == 10
-    assert curves(EPISODES[:1]).series == []  # demonstrations only: nothing learned to draw
 
 
 def test_timing_from_the_run_start_and_idle_only_where_recorded() -> None:

@@ -1,9 +1,9 @@
 """A run's progress on disk: `progress.csv` (one row per stats period), `episodes.csv` (one row per stored
-episode), TensorBoard event files under `tensorboard/`, and `learning_curve.png` (see `user.learner.curve`),
-redrawn every `plot_every_s` and at close. TensorBoard and matplotlib are optional: without them the CSVs are
-still written and the reason is logged once. None of these outputs can stop a run: a write that fails (a full
-disk, TensorBoard's writer thread dead) is logged once per output until it works again, never raised, and a
-broken TensorBoard writer is opened anew at the next write.
+episode; the columns of both are `user.learner.run_log`'s), TensorBoard event files under `tensorboard/`, and
+`learning_curve.png` (see `user.learner.curve`), redrawn every `plot_every_s` and at close. TensorBoard and
+matplotlib are optional: without them the CSVs are still written and the reason is logged once. None of these
+outputs can stop a run: a write that fails (a full disk, TensorBoard's writer thread dead) is logged once per
+output until it works again, never raised, and a broken TensorBoard writer is opened anew at the next write.
 
 Steps are never ambiguous: `env_steps` counts transitions received from robots, `gradient_steps` the
 optimiser steps, `update_calls` the algorithm's update calls (each of `gradient_steps_per_update` steps).
@@ -16,7 +16,6 @@ episodes.csv has every episode of every robot.
 from __future__ import annotations
 
 import contextlib
-import csv
 import logging
 import threading
 import time
@@ -37,45 +36,23 @@ from user.buffer.episode_window import (
 from user.buffer.errors import BufferError
 from user.buffer.index import Index
 from user.learner.checkpoint import LearnerCounters
-from user.learner.csv_log import CsvLog, read_rows
-from user.learner.curve import curve_data, draw
+from user.learner.csv_log import CsvLog
+from user.learner.curve import draw
+from user.learner.run_log import (
+    EPISODE_COLUMNS,
+    EPISODES_CSV,
+    PROGRESS_COLUMNS,
+    PROGRESS_CSV,
+    PROGRESS_RENAMED,
+    curves,
+    read_episodes,
+    read_progress,
+    started_at,
+)
 from user.learner.trainer import TrainerCounters
 
 _log = logging.getLogger("user.learner.progress")
 
-COLUMNS = (
-    "wall_time",
-    "elapsed_s",  # seconds the learner has run, over all starts of the run (a resumed run continues the last row's)
-    "env_steps",
-    "episodes",
-    "successes",
-    "recent_success_rate",  # demonstrations included (as `successes`)
-    "update_calls",
-    "gradient_steps",
-    "gradient_steps_per_s",  # was `updates_per_s`
-    "policy_version",
-    "buffer_transitions",
-    "idle_fraction",
-    "buffer_wait_fraction",  # of the wall time, waiting for a batch being made (decoding), not for data
-    "recent_return_mean",  # the rest: over the latest RECENT_EPISODES online episodes, empty before the first
-    "last_return",
-    "recent_length_mean",
-    "recent_online_success_rate",
-    "recent_interventions_mean",
-)
-RENAMED = {"updates_per_s": "gradient_steps_per_s"}  # progress.csv of older versions, rewritten on resume
-EPISODE_COLUMNS = (
-    "wall_time",
-    "elapsed_s",  # since the run first started (a resumed run continues)
-    "env_steps",  # the learner's count of transitions received, this episode included
-    "robot_id",
-    "episode_id",
-    "steps",
-    "episode_return",
-    "success",
-    "interventions",
-    "is_demo",
-)
 _WINDOW_COLUMNS = {  # progress.csv column / TensorBoard name -> the window's figure
     "recent_return_mean": "mean_return",
     "last_return": "last_return",
@@ -102,29 +79,6 @@ def _preload_matplotlib() -> None:
         _log.debug("matplotlib not available: %s", exc)
 
 
-def _run_start(path: Path, now: float) -> float:
-    """When the run first started: its first progress row's wall time less its elapsed time; else `now`."""
-    if not path.exists():
-        return now
-    with open(path, newline="", encoding="utf-8") as f:
-        first = next(csv.DictReader(f), None)
-    try:
-        return float(first["wall_time"]) - float(first["elapsed_s"]) if first else now
-    except (KeyError, TypeError, ValueError):
-        return now
-
-
-def _last_elapsed(path: Path) -> float:
-    """The `elapsed_s` of the last whole row of progress file `path` (0 without one): a resumed run goes on from it."""
-    last = 0.0
-    for row in read_rows(path):
-        try:
-            last = float(row["elapsed_s"])
-        except (KeyError, TypeError, ValueError):  # a row cut short by a kill
-            continue
-    return last
-
-
 class ProgressLog:
     """Appends progress and episode rows; resumable (a resumed run appends to the same files, its `elapsed_s`
     going on from the last row's). `index`: the run's buffer index, whose stored online episodes fill the recent
@@ -140,11 +94,13 @@ class ProgressLog:
     ) -> None:
         self.run_dir = run_dir
         self._index = index
-        self.path = run_dir / "progress.csv"
-        self.episodes_path = run_dir / "episodes.csv"
-        self.run_start = _run_start(self.path, time.time())
-        self._elapsed_before = _last_elapsed(self.path)  # how long the earlier starts of this run ran
-        self._csv = CsvLog(self.path, COLUMNS, RENAMED)
+        self.path = run_dir / PROGRESS_CSV
+        self.episodes_path = run_dir / EPISODES_CSV
+        before = read_progress(run_dir).rows  # the whole rows of the earlier starts of this run
+        start = started_at(before)
+        self.run_start = time.time() if start is None else start
+        self._elapsed_before = before[-1].elapsed_s if before else 0.0  # how long the earlier starts ran
+        self._csv = CsvLog(self.path, PROGRESS_COLUMNS, PROGRESS_RENAMED)
         self._episodes = CsvLog(self.episodes_path, EPISODE_COLUMNS)
         self._recent = RecentEpisodes(RECENT_EPISODES, recent_outcomes(index) if index is not None else ())
         self._counts = {r: list(n) for r, n in (episode_counts(index) if index is not None else {}).items()}
@@ -328,10 +284,11 @@ class ProgressLog:
     def plot(self) -> Path | None:
         """Redraw learning_curve.png from episodes.csv and progress.csv; None (logged) without matplotlib."""
         self._last_plot = time.monotonic()
-        data = curve_data(read_rows(self.episodes_path), read_rows(self.path), self.run_start)
-        if not data.rate_at and not data.series[-1].at:
+        progress = read_progress(self.run_dir).rows
+        drawn = curves(read_episodes(self.run_dir).rows, RECENT_EPISODES, pooled_when_empty=True)
+        if not progress and not drawn.series[-1].at:
             return None
-        return draw(data, self.run_dir / "learning_curve.png", self.run_dir.name)
+        return draw(drawn, progress, self.run_start, self.run_dir / "learning_curve.png", self.run_dir.name)
 
     def close(self) -> None:
         """The final curve, then every file closed; what fails is logged (a full disk must not fail the stop)."""

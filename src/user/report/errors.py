@@ -1,4 +1,5 @@
-"""The report's errors: a path that is not a run directory, and a CSV row that cannot be read."""
+"""The report's errors: a path that is not a run directory, plots that cannot be drawn (a CSV row that cannot be read
+is the run log's `MalformedRowError`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,6 @@ class ReportError(RuntimeError):
 
 class NotARunDirectoryError(ReportError):
     """The path given is not a run directory (missing, a file, or none of a run's files in it)."""
-
-
-class MalformedRowError(ReportError, ValueError):
-    """A row of a run's CSV file that cannot be read; the message names the file, the line and the column."""
 
 
 class PlotsUnavailableError(ReportError):

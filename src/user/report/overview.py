@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from user.learner.run_log import Curves, curves
 from user.report.run_dir import RunData
-from user.report.series import Curves, RobotRates, Timing, curves, robot_rates, timing
+from user.report.series import RobotRates, Timing, robot_rates, timing
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import io
 from typing import Any, Literal
 
-from user.learner.curve import POOLED, CurvePoint
+from user.learner.run_log import POOLED, CurvePoint, Curves
 from user.report.buffer_summary import BufferSummary
 from user.report.errors import PlotsUnavailableError
-from user.report.series import Curves, RobotRates, Timing
+from user.report.series import RobotRates, Timing
 
 Axis = Literal["steps", "seconds"]
 Figure = Literal["return", "success"]

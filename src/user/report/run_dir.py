@@ -11,16 +11,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from user.buffer.errors import BufferError
+from user.learner.run_log import (
+    EPISODES_CSV,
+    PROGRESS_CSV,
+    EpisodeRow,
+    ProgressRow,
+    Table,
+    read_episodes,
+    read_progress,
+    started_at,
+)
 from user.report.buffer_summary import BufferSummary, load_buffer
 from user.report.errors import NotARunDirectoryError
-from user.report.tables import EpisodeRow, ProgressRow, Table, read_episodes, read_progress
 from user.runtime.status import LIVE, read_status
 
 _log = logging.getLogger("user.report")
 
 DEPLOYMENT = "deployment.yaml"
 # A run directory holds at least one of these (bringup writes deployment.yaml and logs/, the learner the rest)
-RUN_MARKERS = (DEPLOYMENT, "episodes.csv", "progress.csv", "logs", "buffer", "checkpoints")
+RUN_MARKERS = (DEPLOYMENT, EPISODES_CSV, PROGRESS_CSV, "logs", "buffer", "checkpoints")
 MAX_CONFIG_BYTES = 1_000_000  # a deployment file larger than this is shown cut
 
 
@@ -57,14 +66,10 @@ class RunData:
 
     @property
     def run_start(self) -> float | None:
-        """The run's start (epoch s): as the learner counts it, its first progress row less its elapsed time."""
-        if self.progress.rows:
-            first = self.progress.rows[0]
-            return first.wall_time - first.elapsed_s
-        if self.episodes.rows:
-            first_episode = self.episodes.rows[0]
-            return first_episode.wall_time - first_episode.elapsed_s
-        return None
+        """The run's start (epoch s) as the learner counts it: from its first progress row, else its first episode
+        row; None without either."""
+        start = started_at(self.progress.rows)
+        return started_at(self.episodes.rows) if start is None else start
 
 
 def check_run_dir(path: Path) -> None:

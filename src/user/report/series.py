@@ -1,7 +1,6 @@
 """What the report draws and tabulates, computed from a run's typed rows (no plotting here).
 
-- the learning curves: mean return and success rate over each robot's latest online episodes and over all robots'
-  (the same windows as learning_curve.png and the monitor, `user.buffer.episode_window`), at each online episode;
+- the learning curves: the run log's (`user.learner.run_log.curves`, the same as learning_curve.png's);
 - per robot: success and intervention rates of its online episodes;
 - the learner's pipeline over time: gradient steps per second, idle fraction, policy version, from progress.csv.
 """
@@ -11,16 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from user.buffer.episode_window import RECENT_EPISODES, EpisodeOutcome, RecentEpisodes
-from user.learner.curve import POOLED, CurvePoint, CurveSeries
-from user.report.tables import EpisodeRow, ProgressRow
-
-
-@dataclass(frozen=True)
-class Curves:
-    series: list[CurveSeries]  # one per robot (by id), then POOLED; empty without online episodes
-    demo_end: CurvePoint | None  # where the last demonstration ended; None without demonstrations
-    window: int  # episodes each point is taken over
+from user.learner.run_log import EpisodeRow, ProgressRow
 
 
 @dataclass(frozen=True)
@@ -68,32 +58,6 @@ class Timing:
         if not self.env_steps or self.env_steps[-1] == 0:
             return None
         return self.gradient_steps[-1] / self.env_steps[-1]
-
-
-def _outcome(row: EpisodeRow) -> EpisodeOutcome:
-    return EpisodeOutcome(row.robot_id, row.episode_id, row.steps, row.episode_return, row.success,
-                          row.interventions, row.is_demo)  # fmt: skip
-
-
-def curves(episodes: Sequence[EpisodeRow], window: int = RECENT_EPISODES) -> Curves:
-    """The recent-window figures after each online episode, per robot and pooled."""
-    recent = RecentEpisodes(window)
-    robots: dict[str, CurveSeries] = {}
-    pooled = CurveSeries(POOLED)
-    demo_end: CurvePoint | None = None
-    for row in episodes:
-        at = CurvePoint(row.env_steps, row.elapsed_s)
-        if not recent.add(_outcome(row)):  # a demonstration
-            if demo_end is None or at.env_steps >= demo_end.env_steps:
-                demo_end = at
-            continue
-        pooled_stats, robot_stats = recent.pooled(), recent.robots().get(row.robot_id)
-        if pooled_stats is None or robot_stats is None:  # cannot be: an online episode was just added
-            continue
-        pooled.add(at, pooled_stats)
-        robots.setdefault(row.robot_id, CurveSeries(row.robot_id)).add(at, robot_stats)
-    series = [robots[r] for r in sorted(robots)] + ([pooled] if pooled.at else [])
-    return Curves(series, demo_end, window)
 
 
 def robot_rates(episodes: Sequence[EpisodeRow]) -> list[RobotRates]:
