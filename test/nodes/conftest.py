@@ -9,6 +9,7 @@ import pytest
 
 from user.bus.zenoh_bus import ZenohBus
 from user.runtime.node import Node
+from user.runtime.node import started as configured_and_activated
 
 
 @pytest.fixture
@@ -18,7 +19,8 @@ def nodes(make_bus: Callable[..., ZenohBus]) -> Iterator[Callable[..., Any]]:
 
     def start(cls: type[Node], name: str, params: dict[str, Any]) -> Any:
         node = cls(make_bus(name, params))
-        started.append(node)
+        started.append(node)  # destroyed even when its configure or activate step fails
+        configured_and_activated(node)
         return node
 
     yield start

@@ -25,7 +25,7 @@ from user.nodes.robot import RobotNode
 from user.nodes.teleop import TeleopNode
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
 from user.robots.arm import ArmRobot
-from user.runtime.node import Node
+from user.runtime.node import Node, started
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,7 +56,7 @@ def test_realtime_robot_with_expert_teleop_and_reset(make_bus: Callable[..., Zen
     probe = Node(make_bus("probe"))
     inbox = TransitionInbox(probe, robot)
     params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 20.0, "privileged_state": True}
-    node = RobotNode(make_bus("robot", params))
+    node = started(RobotNode(make_bus("robot", params)))
     expert = ExpertNode(make_bus("expert", {"robot_id": robot, "task": "button_press"}))
     human = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
     teleop_params: dict[str, object] = {"robot_id": robot, "device": "scripted", "scripted_action": human}
@@ -97,7 +97,7 @@ def test_a_pedal_episode_end_press_stops_the_robots_episode(make_bus: Callable[.
         "human_reward_topic": topic,
         "auto_reset": False,
     }
-    node = RobotNode(make_bus("robot", params))
+    node = started(RobotNode(make_bus("robot", params)))
     stop = threading.Event()
 
     def policy() -> None:  # a policy that hovers: never succeeds, never terminates
@@ -165,7 +165,7 @@ def test_estop_actions_and_interventions_are_honoured_while_a_slow_reset_runs(
     intervention = probe.create_publisher(f"/{robot}/intervention", "user/msg/Action")
     params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 20.0, "estop_topic": estop_topic,
               "reset_timeout_s": 60.0}  # fmt: skip  # the caller would otherwise give up while the arm drives home
-    node = RobotNode(make_bus("robot", params))
+    node = started(RobotNode(make_bus("robot", params)))
     arm = node.robot
     assert isinstance(arm, ArmRobot)
     slow = SlowHome(arm._reset)
@@ -214,7 +214,7 @@ def test_a_restarted_robot_node_continues_its_episode_ids(make_bus: Callable[...
     params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 50.0, "max_steps": 5,
               "privileged_state": True, "state_dir": str(tmp_path / "robots")}  # fmt: skip
     expert = ExpertNode(make_bus("expert", {"robot_id": robot, "task": "button_press"}))
-    first = RobotNode(make_bus("robot", params))
+    first = started(RobotNode(make_bus("robot", params)))
     try:
         assert wait_until(lambda: (first.loop.episode_id or 0) >= 2, 30.0), first.failed
     finally:
@@ -224,7 +224,7 @@ def test_a_restarted_robot_node_continues_its_episode_ids(make_bus: Callable[...
     assert first.outbox is not None
     left = first.outbox.pending()  # completed, never acknowledged (no learner): on disk for the next node
     assert len(left) >= 2 and used not in left
-    second = RobotNode(make_bus("robot2", params))
+    second = started(RobotNode(make_bus("robot2", params)))
     try:
         assert second.outbox is not None and second.outbox.pending()[: len(left)] == left
         assert wait_until(lambda: second.loop.episode_id is not None, 20.0), second.failed
@@ -246,7 +246,7 @@ def test_a_robot_started_e_stopped_waits_for_the_clear_instead_of_dying(
     estop.publish(probe.codec.msg_class("std_msgs/msg/Bool")(data=True))
     params = {"robot_id": robot, "task": "button_press", "control_rate_hz": 20.0, "estop_topic": estop_topic,
               "wait_for_consumer_s": 30.0}  # fmt: skip  # the first reset waits for the test's subscriber
-    node = RobotNode(make_bus("robot", params))
+    node = started(RobotNode(make_bus("robot", params)))
     arm = node.robot
     assert isinstance(arm, ArmRobot)
     try:
@@ -268,7 +268,7 @@ def test_a_robot_whose_control_loop_dies_ends_as_failed(
     """A driver fault that ends the control thread must not leave a live node that never moves the arm again: the
     node fails (its process exits 1 with the reason, and the launcher respawns it)."""
     robot = f"arm_{uuid.uuid4().hex[:6]}"
-    node = RobotNode(make_bus("robot", {"robot_id": robot, "task": "button_press", "control_rate_hz": 50.0}))
+    node = started(RobotNode(make_bus("robot", {"robot_id": robot, "task": "button_press", "control_rate_hz": 50.0})))
     asked: list[str] = []
     node.request_stop = lambda: asked.append("stop")
 

@@ -28,7 +28,8 @@ from test.robots.test_franka_ros import Franka2StandIn
 from user.bus.zenoh_bus import ZenohBus
 from user.config.strict import ConfigError, from_mapping
 from user.interfaces.domain import Action, Transition, action_to_msg, observation_from_msg, transition_from_msg
-from user.nodes.robot import RobotNode, RobotNodeParams
+from user.nodes.parts.robot_params import RobotNodeParams
+from user.nodes.robot import RobotNode
 from user.rewards.rule import RuleReward, RuleRewardConfig
 from user.robot_loop import ActionGate, ControlLoop, Observer
 from user.robot_loop.driver_spec import DriverError, DriverSpec
@@ -39,7 +40,7 @@ from user.robot_loop.scoring import ExternalScorer, RuleScorer
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState
 from user.robots.safety import SafetyConfig
-from user.runtime.node import Node
+from user.runtime.node import Node, started
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -218,7 +219,7 @@ def test_robot_node_runs_a_real_franka_with_a_camera_and_external_reward(
         "camera_configs": {"wrist": {"driver": "opencv", "device": str(video), "loop": True, "max_age_s": 1.0}},
         "wait_for_consumer_s": 5.0,  # so the probe sees the first episode from its first step
     }
-    node = RobotNode(make_bus("robot", params))
+    node = started(RobotNode(make_bus("robot", params)))
     try:
         assert node.bundle.cameras == ("wrist",) and node.announcer is not None
         assert wait_until(lambda: len(got) >= 9, 15.0), (node.failed, len(got))
@@ -276,7 +277,7 @@ def test_robot_node_runs_franka_ros_with_a_rule_reward(make_bus: Callable[..., Z
         "control_rate_hz": 20.0,
         "hardware": hardware,
     }
-    node = RobotNode(make_bus("robot", params))
+    node = started(RobotNode(make_bus("robot", params)))
     try:
         assert node.bundle.connects_over_bus
         assert wait_until(lambda: any(t.terminated for t in list(got)), 12.0), (node.failed, len(got))

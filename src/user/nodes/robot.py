@@ -30,23 +30,21 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus, OwnThread
-from user.config.strict import ConfigError, setting
 from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor, from_robot
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
+from user.nodes.parts.robot_params import RobotNodeParams
 from user.nodes.parts.robot_view import RobotView
 from user.rewards.human import PressMode
 from user.robot_loop import ActionGate, ControlLoop, Observer, TickResult, episode_event_to_msg
 from user.robot_loop.data_credit import CreditGate
-from user.robot_loop.driver_spec import DriverSpec
 from user.robot_loop.drivers import build_driver
 from user.robot_loop.episode_ids import DurableEpisodeIds, EpisodeIdError, EpisodeIds
 from user.robot_loop.observe import ObserverConfig
@@ -54,59 +52,13 @@ from user.robot_loop.outbox import EpisodeOutbox
 from user.robot_loop.outbox_spool import OutboxSpool
 from user.robot_loop.reset_requests import ResetRequests
 from user.robots.arm import ArmRobot, EStopError
-from user.robots.estop import ESTOP_TOPIC, EStopTopic
+from user.robots.estop import EStopTopic
 from user.robots.pacing import DeadlinePacer
 from user.runtime.diagnostics import Status
 from user.runtime.node import Node
 
 JOIN_TIMEOUT_S = 3.0
 IDLE_S = 0.05  # between episodes without auto reset (or while a reset is refused): how often to look again
-
-
-@dataclass(frozen=True)
-class RobotNodeParams(DriverSpec):
-    """The robot (its driver and that driver's settings, `DriverSpec`) and how the node runs it."""
-
-    jpeg_quality: int = setting(90, "JPEG quality of camera images", min=1, max=100)
-    seed: int = setting(0, "episode n (its id) resets with seed + n; -1 = unseeded", min=-1)
-    first_episode_id: int = setting(0, "id of the first episode (ids increase by one per episode)", min=0)
-    state_dir: str = setting(
-        "",
-        "keep the next episode id in <state_dir>/<robot_id>.episode.json, so that a restarted node continues "
-        "its ids (from the larger of this and first_episode_id), and the outbox's unacknowledged episodes in "
-        "<state_dir>/<robot_id>.outbox/, so that it still delivers them; empty = every start begins afresh",
-    )
-    auto_reset: bool = setting(True, "start the next episode as soon as one ends (else wait for the reset service)")
-    action_timeout_s: float = setting(1.0, "fast mode: longest wait for the policy's action for a step, s", min=0.001)
-    intervention_deadline_s: float = setting(0.25, "a human action overrides the policy for this long, s", min=0.001)
-    reset_timeout_s: float = setting(10.0, "reset service: longest wait for the control loop to reset, s", min=0.1)
-    namespace: str = setting("", "topic prefix; empty = /<robot_id>")
-    estop_topic: str = setting(ESTOP_TOPIC, "e-stop topic (std_msgs/Bool, latched); arms only")
-    wait_for_consumer_s: float = setting(
-        0.0, "before the first episode, wait up to this long for a subscriber of the transitions topic", min=0.0
-    )
-    outbox_episodes: int = setting(
-        20, "completed episodes kept until the learner acknowledges them (re-sent if not); 0 = no outbox", min=0
-    )
-    outbox_resend_s: float = setting(5.0, "re-send an unacknowledged episode after this long, s", min=0.1)
-    credit_topic: str = setting("/data_credit", "not real time: wait on the learner's credit here while ahead of "
-                                "its update-to-data ratio (real time: never); empty: never wait")  # fmt: skip
-    embodiment_in_state: bool = setting(False, "append the embodiment id to the state (one policy, several arm types)")
-    clock_topic: str = setting("", "publish the robot's clock here each step (rosgraph_msgs/Clock; a simulated arm's "
-                               "is simulation time: set /clock and use_sim_time for rviz); empty = none")  # fmt: skip
-    world_position: tuple[float, float, float] = setting(
-        (0.0, 0.0, 0.0), "where rviz and Foxglove draw this robot's base in the `world` frame, m"
-    )
-    human_reward_topic: str = setting(
-        "",
-        "an EPISODE_END press for this robot (or for every robot) on this topic (user/msg/HumanReward, e.g. the "
-        "pedal's /human_reward) ends the running episode after its next step; empty = presses do not end episodes",
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.namespace and not self.namespace.startswith("/"):
-            raise ConfigError(f"namespace must start with '/', got {self.namespace!r}")
 
 
 class RobotNode(Node):
@@ -138,11 +90,8 @@ class RobotNode(Node):
         )
         self._wait_s = min(p.action_timeout_s, 0.5 * period) if p.realtime else p.action_timeout_s
         self._pacer = DeadlinePacer(period) if p.realtime and p.driver == "gym" else None
-        if not bundle.connects_over_bus:
-            bundle.connect()
-        self.view = RobotView(
-            self, ns, self.robot, bundle.cameras, p.clock_topic, world_position=p.world_position
-        )  # joints, TF, images, markers
+        self._namespace = ns
+        self.view: RobotView | None = None  # joints, TF, images, markers: made once the robot is connected
         self._pub_obs = self.create_publisher(f"{ns}/observation", "user/msg/Observation", BEST_EFFORT)
         self._pub_transition = self.create_publisher(f"{ns}/transitions", "user/msg/Transition", RELIABLE)
         self.outbox: EpisodeOutbox | None = None
@@ -171,6 +120,20 @@ class RobotNode(Node):
         self.announcer = Announcer(self, self._descriptor())
         self.failed: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"{p.robot_id}-control", daemon=True)
+
+    def configure(self) -> None:
+        """Connect the robot (unless its driver connects over the bus, from the control thread) and make its view."""
+        p = self.params
+        if not self.bundle.connects_over_bus:
+            self.bundle.connect()
+        self.view = RobotView(
+            self, self._namespace, self.robot, self.bundle.cameras, p.clock_topic, world_position=p.world_position
+        )
+
+    def activate(self) -> None:
+        """Start the control thread."""
+        if self.view is None:
+            raise RuntimeError(f"robot node {self.name}: activate before configure")
         self._thread.start()
 
     def _spool(self) -> OutboxSpool | None:
@@ -362,7 +325,8 @@ class RobotNode(Node):
             self._publish_events([result.ended])
         if result.ended is None or not self.params.auto_reset:
             self._pub_obs.publish(observation_to_msg(result.observation, self.codec))
-        self.view.publish(result)
+        if self.view is not None:
+            self.view.publish(result)
 
     def _publish_events(self, events: list[EpisodeEvent]) -> None:
         for event in events:
@@ -370,18 +334,19 @@ class RobotNode(Node):
 
     def _clock_ns(self) -> int:
         """Stamps of episode events: the robot's clock (simulation time for a simulated arm)."""
-        view = getattr(self, "view", None)  # an episode starts only after the view exists
+        view = self.view  # an episode starts only after `configure` made the view
         return view.clock_ns() if view is not None else time.time_ns()
 
     def diagnostics(self) -> list[Status]:
         """The node, its arm (e-stop, holding, stepping) and cameras (`RobotView.diagnostics`)."""
-        return [*super().diagnostics(), *self.view.diagnostics()]
+        return [*super().diagnostics(), *(self.view.diagnostics() if self.view is not None else [])]
 
     def destroy(self) -> None:
         self._stop.set()
         self.gate.wake()
         self._resets.close()  # a reset request waiting on the service thread gives up
-        self._thread.join(JOIN_TIMEOUT_S)
+        if self._thread.ident is not None:  # started by `activate`
+            self._thread.join(JOIN_TIMEOUT_S)
         if self._thread.is_alive():
             self.log.error("control thread did not stop within %.1f s", JOIN_TIMEOUT_S)
         self.announcer.close()

@@ -4,7 +4,8 @@
 `host` in a simulator) is an error naming it when the settings are loaded (`setting(..., when=...)`), and
 `check_spec` adds what one key alone cannot say (a real robot needs a rule or external reward, libfranka
 needs its host, the hardware and camera sections parse into their drivers' configs). The robot node's
-parameters are these settings plus the node's own (`user.nodes.robot.RobotNodeParams` extends `DriverSpec`).
+parameters are these settings plus the node's own (`user.nodes.parts.robot_params.RobotNodeParams` extends
+`DriverSpec`).
 
 Simulated: `sim_franka` / `sim_arx`, the MuJoCo work cells (task reward, extras, optional privileged state
 and camera frames); `gym`, any gymnasium env id (the env's own reward and termination).

@@ -38,8 +38,10 @@ class TypedPublisher:
 
 
 class Node:
-    """Base of all nodes. Subclasses declare parameters, publishers, subscriptions and timers in
-    `__init__` and release devices in `destroy()`."""
+    """Base of all nodes. Subclasses declare parameters, publishers, subscriptions and timers in `__init__`, open
+    what they drive in `configure()` (connect hardware), start their own work in `activate()` (a control thread),
+    and release it all in `destroy()`. A runner makes the node, then calls `started` (both steps), like a ROS 2
+    lifecycle node's configure and activate transitions."""
 
     def __init__(self, bus: Bus, codec: Codec | None = None) -> None:
         self.bus = bus
@@ -140,5 +142,23 @@ class Node:
             return [Status(f"{self.name}: node", WARN, f"dropped {self.malformed_messages} malformed messages", values)]
         return [Status(f"{self.name}: node", OK, "running", values)]
 
+    def configure(self) -> None:
+        """Open what the node drives (connect its hardware): once, after `__init__`, before `activate`. A failure
+        here is a failure to start, as one in `__init__`; `destroy` still runs. Nothing by default."""
+
+    def activate(self) -> None:
+        """Start the node's own work (a control thread): once, after `configure`. Nothing by default."""
+
     def destroy(self) -> None:
-        """Release devices and resources. The runtime closes the bus afterwards."""
+        """Release devices and resources (whichever of `configure` and `activate` ran). The runtime closes the
+        bus afterwards."""
+
+
+NodeT = TypeVar("NodeT", bound=Node)
+
+
+def started(node: NodeT) -> NodeT:
+    """`node` configured and activated, as a runner starts it (a test that makes a node in process does the same)."""
+    node.configure()
+    node.activate()
+    return node

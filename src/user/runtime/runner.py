@@ -26,7 +26,7 @@ from user.bus.zenoh_config import ZenohSettings
 from user.config.strict import ConfigError
 from user.runtime.diagnostics import DiagnosticsPublisher, period_from_env
 from user.runtime.kinds import UnknownNodeKindError, load_kind
-from user.runtime.node import Node
+from user.runtime.node import Node, started
 from user.runtime.status import (
     COMPLETE,
     CONFIG_ERROR,
@@ -162,6 +162,22 @@ def _diagnostics(node: Node) -> DiagnosticsPublisher | None:
         return None
 
 
+def _make(kind: str, bus: Bus, stop: StopSignal) -> Node:
+    """Node `kind` made on `bus`, configured and activated (`user.runtime.node.started`); one whose configure or
+    activate step failed is destroyed again before the error goes on."""
+    node: Node = load_kind(kind)(bus)
+    node.request_stop = stop.event.set  # before activate: a control thread may fail at once
+    try:
+        started(node)
+    except BaseException:
+        try:
+            node.destroy()
+        except Exception:  # the start's own error is the one to report
+            _log.exception("node %s: destroy after a failed start", bus.name)
+        raise
+    return node
+
+
 def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopSignal) -> int:
     """Make node `kind` on `bus`, run it until `stop`, then destroy it within the shutdown deadline.
 
@@ -170,7 +186,7 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
     if stop.event.is_set():
         return _stopped_while_starting(name, stop, close)
     try:
-        node = load_kind(kind)(bus)
+        node = _make(kind, bus, stop)
     except (ConfigError, ImportError) as exc:  # a bad setting, a missing dependency: the same start fails again
         return refuse_start(name, _CONFIG, str(exc), stop, close)
     except BusError as exc:
@@ -178,7 +194,6 @@ def serve(name: str, kind: str, bus: Bus, close: Callable[[], None], stop: StopS
     except Exception as exc:
         _log.exception("node %s failed while starting", name)
         return refuse_start(name, _FAILED, f"{type(exc).__name__}: {exc}", stop, close)
-    node.request_stop = stop.event.set
     diagnostics = _diagnostics(node)
     if isinstance(bus, ZenohBus) and bus.parameter_store is not None:  # rclpy serves a node's parameters itself
         from user.runtime.zenoh_params import serve_parameters

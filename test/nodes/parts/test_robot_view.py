@@ -24,7 +24,7 @@ from user.nodes.expert import ExpertNode
 from user.nodes.parts import robot_view
 from user.nodes.robot import RobotNode
 from user.runtime.diagnostics import ERROR, OK, WARN, Status
-from user.runtime.node import Node
+from user.runtime.node import Node, started
 from user.sim.kinematics import LinkTransform
 from user.sim.urdf import TCP_LINK
 
@@ -76,7 +76,7 @@ def test_sim_robot_publishes_description_tf_cameras_markers_on_the_sim_clock(
     )
     params = {"robot_id": robot, "task": "peg_insertion", "privileged_state": True, "cameras": True,
               "clock_topic": "/clock", "max_steps": 15, "action_timeout_s": 5.0}  # fmt: skip
-    node = RobotNode(make_bus("robot", params))
+    node = started(RobotNode(make_bus("robot", params)))
     expert = ExpertNode(make_bus("expert", {"robot_id": robot, "task": "peg_insertion"}))
     try:
         assert wait_until(lambda: len(heard.of(f"{ns}/episode_events")) >= 3, 60.0), node.failed
@@ -144,7 +144,7 @@ def test_robot_diagnostics_report_stepping_a_dead_camera_and_the_e_stop(
     probe = Node(make_bus("probe"))
     params = {"robot_id": robot, "task": "peg_insertion", "privileged_state": True, "cameras": True,
               "max_steps": 400, "action_timeout_s": 5.0, "estop_topic": f"/{robot}/estop"}  # fmt: skip
-    node = RobotNode(make_bus("robot", params))
+    node = started(RobotNode(make_bus("robot", params)))
 
     def by_name() -> dict[str, Status]:
         return {s.name: s for s in node.diagnostics()}
