@@ -3,6 +3,7 @@
 Blocking is checked with events and deadlines: a waiter must still be waiting before the insert (or close)
 that releases it, and must be released well before its own deadline."""
 
+import dataclasses
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 import pytest
 
 from user.buffer.config import RateLimiterConfig
-from user.buffer.rate_limiter import RateLimiter
+from user.buffer.rate_limiter import LimiterCounts, RateLimiter
 
 STILL_WAITING_S = 0.2  # how long a waiter must stay blocked before the test releases it
 RELEASED_WITHIN_S = 5.0  # deadline for a released waiter to return (its own timeout is far longer)
@@ -100,6 +101,29 @@ def test_a_batch_that_exactly_fills_the_budget_is_allowed() -> None:
     limiter.insert(2)  # 2 inserts buy 8 samples
     assert limiter.acquire(8, 0.0)
     assert not limiter.can_sample(1)
+
+
+def test_counts_are_read_together_with_the_budget_the_ratio_gives() -> None:
+    limiter = RateLimiter(samples_per_insert=2, min_size=3, error_buffer=4.0)
+    assert limiter.counts() == LimiterCounts(inserted=0, sampled=0, samples_per_insert=2.0, min_size=3, budget=-6.0)
+    limiter.insert(10)
+    assert limiter.acquire(5, 0.0)
+    counts = limiter.counts()
+    assert counts == LimiterCounts(inserted=10, sampled=5, samples_per_insert=2.0, min_size=3, budget=14.0)
+    assert isinstance(counts.samples_per_insert, float) and isinstance(counts.budget, float)
+    assert limiter.budget() == 14.0  # without the error buffer: 14 + 4 - 5 more may be sampled
+    assert limiter.can_sample(13) and not limiter.can_sample(14)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        counts.sampled = 0  # type: ignore[misc]
+    limiter.load_state_dict({"inserts": 20, "samples": 7})
+    assert (limiter.counts().inserted, limiter.counts().sampled, limiter.budget()) == (20, 7, 34.0)
+
+
+def test_without_a_ratio_the_budget_is_nothing_and_sampling_is_free() -> None:
+    limiter = RateLimiter(samples_per_insert=0.0, min_size=5)
+    limiter.insert(8)
+    assert limiter.budget() == 0.0 and limiter.counts().budget == 0.0
+    assert limiter.can_sample(1_000_000)
 
 
 def test_ratio_is_samples_per_insert_so_far() -> None:

@@ -203,7 +203,7 @@ def test_a_resent_episode_is_stored_whole_beside_a_live_one(tmp_path: Path) -> N
         assert buf.has_episode("r", 4) and buf.has_episode("r", 5) and len(buf) == 7
         stored = buf.get(list(range(len(buf))))
         assert [(t.episode_id, t.step) for t in stored] == [(4, 0), (4, 1), (4, 2), (5, 0), (5, 1), (5, 2), (5, 3)]
-        with pytest.raises(BufferError, match="step 2 where step 1 was due"):
+        with pytest.raises(BufferError, match=r"step 2 is out of order \(step 1 was due\)"):
             buf.add_episode([resent[0], resent[2]])
         with pytest.raises(BufferError, match="does not end the episode"):
             buf.add_episode(episode("r", 9, steps=3, images=False)[:2])

@@ -106,27 +106,42 @@ def _with_episode_id(ts: list[Transition], episode_id: int) -> list[Transition]:
 
 
 BAD_EPISODES: dict[str, tuple[Callable[[list[Transition]], list[Transition]], str]] = {
-    "nan-reward": (lambda ts: _with_reward(ts, 1, math.nan), "step 1: reward is nan"),
-    "inf-reward": (lambda ts: _with_reward(ts, 2, -math.inf), "step 2: reward is -inf"),
-    "reward-beyond-float32": (lambda ts: _with_reward(ts, 0, 1e39), "step 0: reward is 1e[+]39 .not finite as float32"),
-    "nan-state": (lambda ts: _with_state(ts, 0, math.nan), r"step 0: state\[3\] is nan"),
-    "state-beyond-float32": (lambda ts: _with_state(ts, 1, -1e39), r"step 1: state\[3\] is -1e\+39"),
+    "nan-reward": (lambda ts: _with_reward(ts, 1, math.nan), r"step 1: reward is not finite \(nan\)"),
+    "inf-reward": (lambda ts: _with_reward(ts, 2, -math.inf), r"step 2: reward is not finite \(-inf\)"),
+    "reward-beyond-float32": (lambda ts: _with_reward(ts, 0, 1e39), r"step 0: reward is out of range \(1e\+39,"),
+    "nan-state": (
+        lambda ts: _with_state(ts, 0, math.nan),
+        r"step 0: observation\.state is not finite \(1 of 7 values, first nan at index 3\)",
+    ),
+    "state-beyond-float32": (
+        lambda ts: _with_state(ts, 1, -1e39),
+        r"step 1: observation\.state is out of range \(1 of 7 values, first -1e\+39 at index 3;",
+    ),
     "inf-next-state": (
         lambda ts: _with_state(ts, 2, math.inf, which="next_observation"),
-        r"step 2: next state\[3\] is inf",
+        r"step 2: next_observation\.state is not finite \(1 of 7 values, first inf at index 3\)",
     ),
-    "nan-action": (lambda ts: _with_action(ts, 1, math.nan), r"step 1: action\[1\] is nan"),
+    "nan-action": (
+        lambda ts: _with_action(ts, 1, math.nan),
+        r"step 1: action\.data is not finite \(1 of 4 values, first nan at index 1\)",
+    ),
     "shape-changes": (
         lambda ts: [*ts[:2], replace(ts[2], observation=replace(ts[2].observation, state=np.zeros(3, np.float32)))],
-        r"step 2: state has shape \(3,\), step 0 had \(7,\)",
+        r"step 2: observation\.state changes shape in the episode \(\(3,\), step 0 had \(7,\)\)",
     ),
-    "episode-id-overflows": (lambda ts: _with_episode_id(ts, 2**63), "step 0: episode id 9223372036854775808"),
+    "episode-id-overflows": (
+        lambda ts: _with_episode_id(ts, 2**63),
+        "step 0: observation.episode_id is out of range .9223372036854775808,",
+    ),
     "policy-version-overflows": (
         lambda ts: [replace(t, action=replace(t.action, policy_version=2**32)) for t in ts],
-        r"step 0: policy version 4294967296 is outside \[0, 4294967295\]",
+        r"step 0: action\.policy_version is out of range \(4294967296, expected 0\.\.4294967295\)",
     ),
-    "no-robot": (lambda ts: _with_robot(ts, ""), "step 0: no robot id"),
-    "robot-not-utf8": (lambda ts: _with_robot(ts, "arm\udcff"), "step 0: robot id 'arm\\\\udcff' is not valid UTF-8"),
+    "no-robot": (lambda ts: _with_robot(ts, ""), "step 0: observation.robot_id is empty"),
+    "robot-not-utf8": (
+        lambda ts: _with_robot(ts, "arm\udcff"),
+        "step 0: observation.robot_id is not a name .'arm\\\\udcff'.",
+    ),
 }
 
 
@@ -148,9 +163,11 @@ def test_a_whole_episode_with_a_value_the_buffer_cannot_hold_is_refused_before_a
 
 
 def test_a_wall_time_out_of_range_is_refused(w: EpisodeWriter) -> None:
-    with pytest.raises(InvalidTransitionError, match="step 0: wall time 9223372036854775808 is outside"):
+    with pytest.raises(InvalidTransitionError, match=r"step 0: wall_ns is out of range \(9223372036854775808,"):
         w.add_episode(episode("arm", 0, 2), wall_ns=2**63)
-    with pytest.raises(InvalidTransitionError, match="arm/1 step 0 refused: wall time -9223372036854775809"):
+    with pytest.raises(
+        InvalidTransitionError, match=r"arm/1 step 0 refused: wall_ns is out of range \(-9223372036854775809,"
+    ):
         w.add(transition("arm", 1, 0, 2), wall_ns=-(2**63) - 1)
     assert w.index.segments() == [] and w.pending_steps() == {}
 
@@ -164,15 +181,21 @@ def test_a_live_transition_with_a_nan_reward_changes_nothing(tmp_path: Path, w: 
     w.add(steps[1])
     forged = replace(steps[2], reward=math.nan)
     with pytest.raises(
-        InvalidTransitionError, match=r"^transition arm/4 step 2 refused: reward is nan \(not finite as float32\)$"
+        InvalidTransitionError, match=r"^transition arm/4 step 2 refused: reward is not finite \(nan\)$"
     ):
         w.add(forged)
-    with pytest.raises(InvalidTransitionError, match="reward is nan"):
+    with pytest.raises(InvalidTransitionError, match=r"reward is not finite \(nan\)"):
         w.add(forged, payload=CODEC.encode(transition_to_msg(forged, CODEC)))  # its bytes as they came on the wire
-    with pytest.raises(InvalidTransitionError, match=r"transition arm/9 step 0 refused: state\[3\] is inf"):
+    with pytest.raises(
+        InvalidTransitionError,
+        match=r"transition arm/9 step 0 refused: observation\.state is not finite .* inf at index 3",
+    ):
         w.add(_with_state(episode("arm", 9, 2), 0, math.inf)[0])  # another episode id: the one in progress stays
     odd = replace(steps[2], observation=replace(steps[2].observation, state=np.zeros(2, np.float32)))
-    with pytest.raises(InvalidTransitionError, match=r"step 2 refused: state has shape \(2,\), step 0 had \(7,\)"):
+    with pytest.raises(
+        InvalidTransitionError,
+        match=r"step 2 refused: observation\.state changes shape in the episode \(\(2,\), step 0 had \(7,\)\)",
+    ):
         w.add(odd)
     assert w.transitions_refused == 4 and w.pending_steps() == {"arm": 2}
     assert _size(tmp_path, SEG0) == size and w.index.count() == (2, 1)
@@ -191,7 +214,7 @@ def test_the_issues_nan_reward_leaves_a_buffer_that_verifies(tmp_path: Path) -> 
             try:
                 buf.add(t)
             except InvalidTransitionError as exc:
-                assert "reward is nan" in str(exc)
+                assert "reward is not finite (nan)" in str(exc)
         for t in episode("franka_left", 4, 4):
             buf.add(t)
         assert buf.verify().ok
@@ -368,20 +391,20 @@ def test_a_segment_that_cannot_be_opened_costs_only_that_episode(
 
 
 def _unencodable(t: Transition) -> Transition:
-    """Values the checks pass but the stored message cannot hold (Action.source is a uint8)."""
-    return replace(t, action=replace(t.action, source=256))
+    """Values the checks pass but the stored message cannot hold (a frame id that is no UTF-8 text)."""
+    return replace(t, observation=replace(t.observation, frame_id="base\udc80"))
 
 
 def test_a_transition_that_cannot_be_encoded_is_refused_like_a_bad_value(tmp_path: Path, w: EpisodeWriter) -> None:
     steps = episode("arm", 0, 3)
     w.add(steps[0])
     with pytest.raises(
-        InvalidTransitionError, match=r"^transition arm/0 step 1 refused: cannot encode user/msg/Transition: ubyte"
+        InvalidTransitionError, match=r"^transition arm/0 step 1 refused: cannot encode user/msg/Transition: 'utf-8'"
     ):
         w.add(_unencodable(steps[1]))
     assert w.pending_steps() == {"arm": 1} and w.transitions_refused == 1
     with pytest.raises(
-        InvalidTransitionError, match=r"^episode arm/1 refused: step 2: cannot encode user/msg/Transition: ubyte"
+        InvalidTransitionError, match=r"^episode arm/1 refused: step 2: cannot encode user/msg/Transition: 'utf-8'"
     ):
         w.add_episode([*episode("arm", 1, 3)[:2], _unencodable(episode("arm", 1, 3)[2])])
     assert w.index.segments() == []

@@ -80,6 +80,9 @@ REFUSED: list[tuple[str, Change, str]] = [  # (id, change to a valid transition,
     ("robot empty", _obs(robot_id=""), "observation.robot_id is empty"),
     ("robot control", _obs(robot_id="arm\x00"), "observation.robot_id is not a name"),
     ("robot other", _obs(robot_id="franka_right"), "observation.robot_id names another robot"),
+    ("task not utf-8", _obs(task="peg\udc80"), "observation.task is not UTF-8 text"),
+    ("task not text", _obs(task=b"peg"), "observation.task is not text"),
+    ("next task not utf-8", _next(task="\ud800"), "next_observation.task is not UTF-8 text"),
     ("next robot other", _next(robot_id="franka_right"), "next_observation.robot_id names another robot"),
     ("action robot other", _act(robot_id="franka_right"), "action.robot_id names another robot"),
     ("episode negative", _episode(-1), "observation.episode_id is out of range"),
@@ -158,6 +161,30 @@ def test_actions_as_commands() -> None:
         check_action(wide)
     with pytest.raises(InvalidMessageError, match="names another robot"):
         check_action(action, robot_id="other")
+    check_action(replace(action, data=np.full(7, 1e9, np.float32)), bounds=None)  # no action space known here
+    with pytest.raises(InvalidMessageError, match=r"allowed \[-1e\+09, 1e\+09\]\)$"):
+        check_action(replace(action, data=np.full(7, 2e9, np.float32)), bounds=None)
+
+
+def test_a_transition_without_an_action_space_holds_its_action_to_the_value_limit() -> None:
+    wide = _act(data=np.array([3.0, -1e9, 0, 0], np.float32))(T)
+    check_transition(wide, action_bounds=None)
+    with pytest.raises(InvalidMessageError, match=r"^action\.data is out of range .*allowed \[-1, 1\]\)$"):
+        check_transition(wide)
+    with pytest.raises(InvalidMessageError, match=r"^action\.data is not finite"):
+        check_transition(_act(data=np.array([NAN, 0, 0, 0], np.float32))(T), action_bounds=None)
+
+
+def test_a_task_is_any_text_the_empty_one_included() -> None:
+    check_observation(replace(T.observation, task=""))
+    check_observation(replace(T.observation, task="peg insertion, ä ✓"))
+    with pytest.raises(InvalidMessageError, match=r"^observation\.task is not UTF-8 text \('a\\udc80'\)$"):
+        check_observation(replace(T.observation, task="a\udc80"))
+    long = "x" * 40
+    with pytest.raises(InvalidMessageError, match=rf"^observation\.task is not UTF-8 text \('{long}'\)$"):
+        check_observation(replace(T.observation, task=long + "\udc80"))  # the first 40 characters are shown
+    with pytest.raises(InvalidMessageError, match=r"^observation\.task is not text \(bytes\)$"):
+        check_observation(_obs(task=b"peg")(T).observation)
 
 
 def test_numbers_and_integers() -> None:

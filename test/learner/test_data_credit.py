@@ -48,6 +48,18 @@ def test_data_stored_before_the_start_is_neither_owed_nor_counted() -> None:
     assert credit.credit(received=502) == 5
 
 
+def test_while_a_resumed_learner_waits_only_what_was_stored_since_its_start_counts() -> None:
+    limiter = RateLimiter(samples_per_insert=1.0, min_size=10, error_buffer=2.0)
+    limiter.insert(100)  # a resumed run
+    assert limiter.acquire(92, 0.0)  # 1 x (100 - 10) + 2: nothing more until more is stored
+    credit = DataCredit(limiter, tolerance=3, batch_rows=4, received=100)
+    assert not limiter.can_sample(4)
+    assert credit.credit(received=130) == 3  # it waits for data: nothing stored since the start, 30 running
+    limiter.insert(2)
+    assert not limiter.can_sample(4)
+    assert credit.credit(received=130) == 3 - 2
+
+
 def test_without_a_ratio_there_is_no_credit_and_a_bad_tolerance_is_refused() -> None:
     assert DataCredit(RateLimiter(samples_per_insert=0.0), tolerance=1, batch_rows=1, received=0).credit(5) is None
     with pytest.raises(ValueError, match="at least 1"):

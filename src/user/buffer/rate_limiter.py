@@ -6,13 +6,26 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from user.buffer.config import RateLimiterConfig
 
 
+@dataclass(frozen=True)
+class LimiterCounts:
+    """What a rate limiter has counted and is set to, read together (one consistent moment)."""
+
+    inserted: int  # transitions stored (a resumed run's included)
+    sampled: int  # transitions sampled by the learner
+    samples_per_insert: float  # the set update-to-data ratio, in sampled rows per stored transition; 0: none
+    min_size: int  # transitions stored before the first batch
+    budget: float  # samples the ratio allows for `inserted`, without the error buffer (`RateLimiter.budget`)
+
+
 class RateLimiter:
-    """Allows sampling k more transitions while samples + k <= spi * (inserts - min_size) + error_buffer."""
+    """Allows sampling k more transitions while samples + k <= budget + error_buffer, where the budget is
+    spi * (inserts - min_size), once min_size transitions are stored (without a ratio: any k)."""
 
     def __init__(self, samples_per_insert: float = 0.0, min_size: int = 0, error_buffer: float = 1024.0) -> None:
         self.samples_per_insert = samples_per_insert
@@ -27,13 +40,32 @@ class RateLimiter:
     def from_config(cls, config: RateLimiterConfig) -> RateLimiter:
         return cls(config.samples_per_insert, config.min_size, config.error_buffer)
 
+    def _budget(self) -> float:
+        return float(self.samples_per_insert) * (self.inserts - self.min_size)
+
     def _allowed(self, k: int) -> bool:
         if self.inserts < self.min_size:
             return False
         if self.samples_per_insert <= 0:
             return True
-        budget = self.samples_per_insert * (self.inserts - self.min_size) + self.error_buffer
-        return self.samples + k <= budget
+        return self.samples + k <= self._budget() + self.error_buffer
+
+    def budget(self) -> float:
+        """Transitions the set ratio lets the learner sample for those stored so far, without the error buffer:
+        samples_per_insert * (inserts - min_size); 0 or less without a ratio or while the minimum is not stored."""
+        with self._cond:
+            return self._budget()
+
+    def counts(self) -> LimiterCounts:
+        """The counts and settings, read at one moment."""
+        with self._cond:
+            return LimiterCounts(
+                inserted=self.inserts,
+                sampled=self.samples,
+                samples_per_insert=float(self.samples_per_insert),
+                min_size=self.min_size,
+                budget=self._budget(),
+            )
 
     def can_sample(self, k: int) -> bool:
         with self._cond:

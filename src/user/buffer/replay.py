@@ -224,12 +224,12 @@ class ReplayBuffer:
         return made
 
     def _why_waiting(self, size: int) -> str:
-        limiter = self.rate_limiter
-        if limiter.inserts < limiter.min_size:
-            return f"{limiter.inserts} of the {limiter.min_size} transitions needed before sampling"
+        counts = self.rate_limiter.counts()
+        if counts.inserted < counts.min_size:
+            return f"{counts.inserted} of the {counts.min_size} transitions needed before sampling"
         if self.sampler.candidates(self.storage.view()) == 0:
             return f"the {self.sampler.kind} sampler has nothing to draw from"
-        return f"rate limit: {limiter.samples} sampled for {limiter.inserts} inserted"
+        return f"rate limit: {counts.sampled} sampled for {counts.inserted} inserted"
 
     def _prefetch(self, timeout_s: float) -> TransitionBatch | None:
         """The prefetch worker's next batch. With pixels, a software pipeline one batch deep: the frames of the

@@ -21,13 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from user.buffer.admission import (
-    episode_problem,
-    shape_problem,
-    transition_problem,
-    wall_problem,
-    whole_episode_problem,
-)
+from user.buffer.admission import check_episode, check_step, check_whole_episode, problem_of
 from user.buffer.camera_topics import has_frames, record
 from user.buffer.config import StorageConfig
 from user.buffer.errors import (
@@ -143,12 +137,10 @@ class EpisodeWriter:
     def _admit(self, transition: Transition, wall_ns: int | None, payload: bytes | None) -> bytes:
         """The bytes to store `transition` as; `InvalidTransitionError` for one that cannot be stored, raised
         before it touches anything."""
-        problem = transition_problem(transition)
-        pending = self._pending.get(transition.robot_id)
-        if problem is None and pending and pending.transitions and pending.episode_id == transition.episode_id:
-            problem = shape_problem(pending.transitions[0], transition)
-        if problem is None and wall_ns is not None:
-            problem = wall_problem(wall_ns)
+        pending, first = self._pending.get(transition.robot_id), None
+        if pending and pending.transitions and pending.episode_id == transition.episode_id:
+            first = pending.transitions[0]  # the step its episode began with: the shapes it keeps
+        problem = problem_of(check_step, transition, first, wall_ns)
         if problem is None and (payload is None or has_frames(transition)):
             try:  # stored with its next frames in the next step (`next_frames`); the last step is encoded anew
                 payload = self.encode(transition, keep_next=False)
@@ -185,14 +177,14 @@ class EpisodeWriter:
         `payloads[k]`, where given and not None, are transition k's CDR bytes (as for `add`).
         Raises `InvalidTransitionError` (bad values), `DuplicateEpisodeError` (stored already) or another
         `BufferError` before anything is written; `EpisodeNotStoredError` if writing it failed."""
-        problem = whole_episode_problem(transitions, payloads, self.config.max_episode_steps)
+        problem = problem_of(check_whole_episode, transitions, payloads, self.config.max_episode_steps)
         if problem is not None:
             raise BufferError(problem)
         first = transitions[0]
         name = f"{first.robot_id}/{first.episode_id}"
         now = self._clock() if wall_ns is None else wall_ns
         pending = _Pending(first.episode_id, list(transitions), wall_ns=[now] * len(transitions))
-        problem = episode_problem(pending.transitions, pending.wall_ns)
+        problem = problem_of(check_episode, pending.transitions, pending.wall_ns)
         if problem is not None:
             raise InvalidTransitionError(f"episode {name} refused: {problem}")
         self._refuse_duplicate(pending)

@@ -4,7 +4,9 @@ One check per message kind, used by every node on both runtimes (a decoded messa
 on either): `check_transition` (the learner storing, the reward node forwarding), `check_observation` (the
 rollout acting), `check_action` (a command a robot would execute, the rollout's own output included),
 `check_reward` and `check_press` (rewards and the presses they are made of), `check_episode_event`, and
-`check_weights` (policy weights before they are applied or published).
+`check_weights` (policy weights before they are applied or published). The replay buffer admits what
+`check_transition` passes (its action space aside) and adds only its own rules across an episode
+(`user.buffer.admission`).
 
 A check either returns or raises `InvalidMessageError`, which names the field (a dotted path such as
 `next_observation.state`) and the problem; `cause` is the two together, a short stable key for counting
@@ -86,6 +88,16 @@ def check_name(field: str, value: str) -> None:
         raise InvalidMessageError(field, "is not a name", f"{value[:40]!r}")
 
 
+def check_text(field: str, value: str) -> None:
+    """`value` is text a message can carry: a string that encodes as UTF-8 (it may be empty)."""
+    if not isinstance(value, str):
+        raise InvalidMessageError(field, "is not text", f"{type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMessageError(field, "is not UTF-8 text", f"{value[:40]!r}") from None
+
+
 def check_robot(field: str, value: str, expected: str | None) -> None:
     """`value` is a robot name, and `expected` (the robot whose topic it came on) when that is given."""
     check_name(field, value)
@@ -138,8 +150,10 @@ def check_image(field: str, image: EncodedImage) -> None:
 
 
 def check_observation(obs: Observation, *, robot_id: str | None = None, field: str = "observation") -> None:
-    """What a robot saw: its robot (the topic's, when given), ids, a finite state, named consistently, images."""
+    """What a robot saw: its robot (the topic's, when given), its task as text, ids, a finite state, named
+    consistently, images."""
     check_robot(f"{field}.robot_id", obs.robot_id, robot_id)
+    check_text(f"{field}.task", obs.task)
     check_integer(f"{field}.episode_id", obs.episode_id, EPISODE_ID_MAX)
     check_integer(f"{field}.step", obs.step, UINT32_MAX)
     check_integer(f"{field}.stamp_ns", obs.stamp_ns, STAMP_MAX_NS)
@@ -158,10 +172,11 @@ def check_action(
     *,
     robot_id: str | None = None,
     dim: int | None = None,
-    bounds: tuple[float, float] = ACTION_BOUNDS,
+    bounds: tuple[float, float] | None = ACTION_BOUNDS,
     field: str = "action",
 ) -> None:
-    """A command for one step: its robot, ids, a known source, and finite data of `dim` values within `bounds`."""
+    """A command for one step: its robot, ids, a known source, and finite data of `dim` values within `bounds`
+    (None: an action space not known here, values within `VALUE_LIMIT`)."""
     check_robot(f"{field}.robot_id", action.robot_id, robot_id)
     check_integer(f"{field}.episode_id", action.episode_id, EPISODE_ID_MAX)
     check_integer(f"{field}.step", action.step, UINT32_MAX)
@@ -182,10 +197,11 @@ def check_transition(
     *,
     robot_id: str | None = None,
     action_dim: int | None = None,
-    action_bounds: tuple[float, float] = ACTION_BOUNDS,
+    action_bounds: tuple[float, float] | None = ACTION_BOUNDS,
 ) -> None:
     """One (s, a, r, s') step: both observations and the action valid and of one robot, episode and step
-    (the next observation one step on, its state as long), a valid reward, a stamp."""
+    (the next observation one step on, its state as long), a valid reward, a stamp. `action_bounds` None: the
+    action space is not known here (the buffer, which also stores bags' actions in their own units)."""
     obs, nxt = t.observation, t.next_observation
     check_observation(obs, robot_id=robot_id)
     check_observation(nxt, robot_id=obs.robot_id, field="next_observation")

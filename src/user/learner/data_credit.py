@@ -37,20 +37,19 @@ class DataCredit:
         self._limiter = limiter
         self.tolerance = tolerance
         self._batch_rows = batch_rows
-        state = limiter.state_dict()
-        self._inserts0 = int(state["inserts"])
-        self._samples0 = int(state["samples"])
+        start = limiter.counts()
+        self._inserts0 = start.inserted
+        self._samples0 = start.sampled
         self._received0 = received
-        self._warmup = max(0, limiter.min_size - self._inserts0)
+        self._warmup = max(0, start.min_size - self._inserts0)
 
     def credit(self, received: int) -> int | None:
         """Transitions that may still be sent, given `received` so far; None when the limiter has no ratio."""
-        state = self._limiter.state_dict()
-        per_insert = float(state["samples_per_insert"])
-        if per_insert <= 0:
+        now = self._limiter.counts()
+        if now.samples_per_insert <= 0:
             return None
-        owed = self.tolerance + self._warmup + math.floor((int(state["samples"]) - self._samples0) / per_insert)
+        owed = self.tolerance + self._warmup + math.floor((now.sampled - self._samples0) / now.samples_per_insert)
         strict = owed - (received - self._received0)
         if self._limiter.can_sample(self._batch_rows):
             return strict
-        return max(strict, owed - (int(state["inserts"]) - self._inserts0))  # the learner waits for stored data
+        return max(strict, owed - (now.inserted - self._inserts0))  # the learner waits for stored data

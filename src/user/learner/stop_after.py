@@ -74,14 +74,13 @@ class RunEnding:
 
     @classmethod
     def begin(cls, why: str, limiter: RateLimiter, now: float, catch_up_s: float) -> RunEnding:
-        state = limiter.state_dict()  # no ratio (sync mode) or still warming up: a target of 0 or less, none owed
-        target = float(state["samples_per_insert"]) * (int(state["inserts"]) - int(state["min_size"]))
-        return cls(why, target, now + catch_up_s)
+        # no ratio (sync mode) or still warming up: a budget of 0 or less, none owed
+        return cls(why, limiter.budget(), now + catch_up_s)
 
     def owed(self, limiter: RateLimiter, batch_size: int) -> int:
         """Update calls (batches of `batch_size` rows) still owed."""
-        return max(0, math.ceil((self.target - int(limiter.state_dict()["samples"])) / max(1, batch_size)))
+        return max(0, math.ceil((self.target - limiter.counts().sampled) / max(1, batch_size)))
 
     def due(self, limiter: RateLimiter, now: float) -> bool:
         """The run ends now: nothing owed any more, or the deadline passed."""
-        return int(limiter.state_dict()["samples"]) >= self.target or now >= self.deadline
+        return limiter.counts().sampled >= self.target or now >= self.deadline
