@@ -20,6 +20,7 @@ from user.config.strict import from_mapping
 from user.deploy.deployment import load
 from user.interfaces.codec import default_codec
 from user.runtime.kinds import load_kind
+from user.runtime.node import started
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -96,7 +97,7 @@ def default_topics(router_endpoint: str, tmp_path_factory: pytest.TempPathFactor
             cls = load_kind(node.kind)
             if node.kind == "robot":
                 params["wait_for_consumer_s"] = 0.0  # nothing consumes here; what it publishes is the same
-                nodes.append(cls(ZenohBus(node.name, settings, params)))
+                nodes.append(started(cls(ZenohBus(node.name, settings, params))))
             elif node.kind == "learner":
                 stats = from_mapping(cls.Params, params, where=node.name).stats_topic
                 topics[stats] = "user/msg/TrainingStats"
