@@ -7,12 +7,9 @@ otherwise join it, under the same node names on the same topics.
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import Any
-
 import zenoh
 
+from user.bus.liveliness import alive_keys
 from user.bus.names import in_domain, out_of_domain, unmangle
 from user.bus.zenoh_bus import NODE_PREFIX
 from user.bus.zenoh_config import ZenohSettings, session_config
@@ -35,20 +32,9 @@ def live_nodes(
         session = zenoh.open(session_config(probe, mode="client"))
     except zenoh.ZError as exc:
         raise PresenceProbeError(f"no Zenoh router answers at {', '.join(endpoints)}: {exc}") from None
-    alive: dict[str, bool] = {}
-    lock = threading.Lock()
-
-    def on_sample(sample: Any) -> None:
-        with lock:
-            alive[str(sample.key_expr)] = sample.kind == zenoh.SampleKind.PUT
-
     try:
-        pattern = in_domain(domain, f"{NODE_PREFIX}/**")
-        sub = session.liveliness().declare_subscriber(pattern, on_sample, history=True)
-        time.sleep(listen_s)  # a collection window, not a synchronisation: tokens may keep arriving
-        sub.undeclare()  # type: ignore[no-untyped-call]
+        alive = alive_keys(session, in_domain(domain, f"{NODE_PREFIX}/**"), listen_s)
     finally:
         session.close()  # type: ignore[no-untyped-call]
-    with lock:
-        keys = [out_of_domain(domain, key) for key, up in alive.items() if up]
+    keys = [out_of_domain(domain, key) for key in alive]
     return sorted({unmangle(key.split("/")[2]) for key in keys if key.count("/") >= 3})

@@ -32,6 +32,7 @@ from user.bus.base import (
     TokenCallback,
     describe,
 )
+from user.bus.liveliness import alive_keys
 from user.bus.names import in_domain, mangle, out_of_domain, resolve, topic_to_key, unmangle
 from user.bus.parameters import ParameterRefusedError, ParameterStore
 from user.bus.service_thread import ServiceThread
@@ -336,23 +337,9 @@ class ZenohBus:
         return handle
 
     def _live_tokens(self, pattern: str, window_s: float) -> list[str]:
-        """Liveliness tokens matching `pattern`, collected for `window_s`.
-
-        A history subscriber rather than a one-shot query: right after a session opens, a query can
-        return before the router has told it about existing tokens, the subscriber's history cannot.
-        """
-        alive: dict[str, bool] = {}
-        lock = threading.Lock()
-
-        def on_sample(sample: Any) -> None:
-            with lock:
-                alive[str(sample.key_expr)] = sample.kind == zenoh.SampleKind.PUT
-
-        sub = self.session.liveliness().declare_subscriber(self._key(pattern), on_sample, history=True)
-        time.sleep(window_s)
-        sub.undeclare()  # type: ignore[no-untyped-call]
-        with lock:
-            return sorted(out_of_domain(self.settings.domain, key) for key, up in alive.items() if up)
+        """Liveliness tokens matching `pattern` in this session's domain, collected for `window_s`."""
+        alive = alive_keys(self.session, self._key(pattern), window_s)
+        return sorted(out_of_domain(self.settings.domain, key) for key in alive)
 
     def count_subscribers(self, topic: str, timeout_s: float = 0.5) -> int:
         full = mangle(resolve(topic, self.namespace))
