@@ -3,8 +3,8 @@
 Everything runs in one invocation on the same transitions: 128x128 RGB views from two cameras ("wrist",
 "front"), JPEG quality 90 (about 5.4 KB each), a 32-float state and a 7-float action, 100 steps per episode.
 Each transition carries its observation and its next observation, so four images (about 22 KB of JPEG); the
-buffer stores each frame once (a step's next frames are the next step's: `user.buffer.next_frames`), as a
-message on its camera's topic right after the record (`user.buffer.camera_topics`), so a miss reads the next
+buffer stores each frame once (a step's next frames are the next step's: `user.buffer.disk.next_frames`), as a
+message on its camera's topic right after the record (`user.buffer.disk.camera_topics`), so a miss reads the next
 step's record and frames as well.
 Sample-rate trials are interleaved round by round and medians taken, so machine noise hits every
 configuration alike: read the ratios, not the absolute numbers.
@@ -70,8 +70,8 @@ from typing import Any
 import numpy as np
 
 from user.buffer import BufferConfig, ReplayBuffer, SamplerConfig, StorageConfig, collate
-from user.buffer.next_frames import is_elided, restore
-from user.buffer.segments import TRANSITION_TYPE
+from user.buffer.disk.next_frames import is_elided, restore
+from user.buffer.disk.segments import TRANSITION_TYPE
 from user.interfaces.domain import Action, EncodedImage, Observation, Transition, transition_from_msg
 from user.interfaces.images import decode_image, encode_jpeg
 
@@ -478,7 +478,7 @@ def miss_cost(directory: Path, n: int, count: int) -> MissCost:
             batch: list[Transition] = []
             for i in picks:
                 t, (r, c, v) = _timed_read(storage, view, i)
-                if is_elided(t):  # its next frames are in the next step's record (`user.buffer.next_frames`)
+                if is_elided(t):  # its next frames are in the next step's record (`user.buffer.disk.next_frames`)
                     successor, (r2, c2, v2) = _timed_read(storage, view, i + 1)
                     t, r, c, v = restore(t, successor), r + r2, c + c2, v + v2
                 t3 = time.perf_counter_ns()

@@ -70,9 +70,9 @@ def _settings() -> Callable[[bytes], None]:
 
 
 def _segment() -> Callable[[bytes], None]:
+    from user.buffer.disk.mcapscan import ScanError, scan
+    from user.buffer.disk.segments import Position, SegmentReader
     from user.buffer.errors import BufferError
-    from user.buffer.mcapscan import ScanError, scan
-    from user.buffer.segments import Position, SegmentReader
 
     directory = Path(tempfile.mkdtemp(prefix="fuzz-segment-"))
     path = directory / "seg.mcap"
@@ -118,7 +118,8 @@ def _index() -> Callable[[bytes], None]:
 
 def _weights() -> Callable[[bytes], None]:
     from user.interfaces import DecodeError, default_codec
-    from user.sync.chunking import Assembler, chunk_from_msg, decode_payload
+    from user.sync.assembler import Assembler
+    from user.sync.chunking import chunk_from_msg, decode_payload
     from user.sync.errors import WeightSyncError
 
     codec = default_codec()

@@ -12,7 +12,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "user"
-MAX_MODULE_LINES = 400
+MAX_MODULE_LINES = 350  # a module may be longer only with a reason at the top of its docstring ("Size: ...")
+HARD_MODULE_LINES = 400  # and never longer than this
 MAX_FUNCTION_LINES = 60
 _ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*([a-z_]+)\s*\|")
 
@@ -99,6 +100,33 @@ def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef
             yield node
 
 
+def size_reason(text: str) -> str:
+    """The reason a module gives at the top of its docstring for being longer than MAX_MODULE_LINES ("" if none)."""
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    first = doc.split("\n\n", 1)[0]
+    m = re.search(r"^Size: (.+)", first, flags=re.MULTILINE)
+    return m[1].strip() if m else ""
+
+
+def test_the_size_check_reads_a_reason_only_at_the_top() -> None:
+    assert size_reason('"""One concern.\n\nSize: one table of 120 message types."""\n') == ""
+    assert size_reason('"""One concern.\nSize: one table of 120 message types.\n\nMore."""\n') == (
+        "one table of 120 message types."
+    )
+    assert size_reason("x = 1\n") == ""
+
+
+def test_no_formatting_is_switched_off_to_fit_a_size() -> None:
+    """`# fmt: skip` / `# fmt: off` hide a line's real shape from the formatter (and from the size limits)."""
+    found = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in sorted(SRC.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"#\s*fmt:\s*(skip|off)", line)
+    ]
+    assert found == []
+
+
 @pytest.mark.parametrize("limit", ["module", "function"])
 def test_modules_and_functions_stay_small(limit: str) -> None:
     too_big = []
@@ -107,8 +135,9 @@ def test_modules_and_functions_stay_small(limit: str) -> None:
         text = path.read_text(encoding="utf-8")
         if limit == "module":
             lines = len(text.splitlines())
-            if lines > MAX_MODULE_LINES:
-                too_big.append(f"{rel}: {lines} lines (at most {MAX_MODULE_LINES})")
+            limit_here = HARD_MODULE_LINES if size_reason(text) else MAX_MODULE_LINES
+            if lines > limit_here:
+                too_big.append(f"{rel}: {lines} lines (at most {limit_here})")
             continue
         for fn in _functions(ast.parse(text)):
             lines = (fn.end_lineno or fn.lineno) - fn.lineno + 1

@@ -29,7 +29,7 @@ def test_robots_on_different_versions_act_with_different_copies() -> None:
     assert pinned.version_for("a", 0) == 1
     weights.publish(2)
     assert pinned.version_for("b", 0) == 2
-    assert pinned.versions == [1, 2] and pinned.pinned("a") == 1 and pinned.pinned("b") == 2
+    assert pinned.versions == [1, 2] and pinned.version_for("a", 0) == 1 and pinned.version_for("b", 0) == 2
     one, two = pinned.policy(1), pinned.policy(2)
     assert one is not two and one.version == 1 and two.version == 2
     assert not torch.equal(one.get_weights().data, two.get_weights().data)
@@ -41,7 +41,6 @@ def test_one_copy_per_version_however_many_robots_use_it() -> None:
     for robot in ("a", "b", "c"):
         assert pinned.version_for(robot, 0) == 1
     assert weights.snapshots == 1 and pinned.versions == [1]
-    assert pinned.pinned("d") is None
 
 
 def test_immediate_follows_the_newest_version_at_every_step() -> None:

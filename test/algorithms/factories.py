@@ -1,11 +1,13 @@
-"""Small fixed batches for algorithm tests."""
+"""Small fixed batches for algorithm tests, and an algorithm's state through a file."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from user.algorithms.base import TorchBatch
+from user.algorithms.base import Algorithm, TorchBatch
 from user.algorithms.sac import SAC
 from user.buffer.batch import TransitionBatch
 
@@ -49,3 +51,10 @@ def spy_critic_steps(sac: SAC) -> list[TorchBatch]:
 
     sac.critic_step = spy  # type: ignore[method-assign]
     return seen
+
+
+def through_file(source: Algorithm, target: Algorithm, path: Path) -> None:
+    """Restore `target` from `source`'s state written to `path` and read back onto the host with plain tensors and
+    values only (`weights_only`), as a learner checkpoint holds it."""
+    torch.save(source.state_dict(), path)
+    target.load_state_dict(torch.load(path, weights_only=True, map_location="cpu"))

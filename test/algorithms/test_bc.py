@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from test.algorithms.factories import fixed_batch
+from test.algorithms.factories import fixed_batch, through_file
 from test.algorithms.scripted_human import InterventionGate
 from user.algorithms.base import AlgorithmError, TrainingStats, to_torch
 from user.algorithms.bc import BC, BCConfig, bc_loss
@@ -88,9 +88,8 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path: Path) -> None:
     for _ in range(3):
         a.update(batch)
     a.policy.version = 4
-    a.save(tmp_path / "bc.pt")
     b = BC(MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(32, 32), seed=99)))
-    b.load(tmp_path / "bc.pt")
+    through_file(a, b, tmp_path / "bc.pt")
     assert (b.policy.version, b.steps) == (4, 3)
     assert a.update(batch) == b.update(batch)
     assert torch.equal(a.policy.get_weights().data, b.policy.get_weights().data)

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from test.algorithms.factories import fixed_batch, spy_critic_steps
+from test.algorithms.factories import fixed_batch, spy_critic_steps, through_file
 from user.algorithms.base import to_torch
 from user.algorithms.critics import EnsembleLayerNorm, EnsembleLinear, EnsembleQ
 from user.algorithms.rlpd import RLPD, RLPDConfig
 from user.algorithms.sac import SAC, SACConfig
 from user.buffer.batch import BatchError, TransitionBatch
+from user.buffer.config import SamplerConfig
 from user.config import ConfigError, from_mapping
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig, StateEncoder
 
@@ -112,9 +113,8 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path: Path) -> None:
     batch = fixed_batch(32)
     for _ in range(5):
         a.update(batch)
-    a.save(tmp_path / "rlpd.pt")
     b = _rlpd(num_critics=4)
-    b.load(tmp_path / "rlpd.pt")
+    through_file(a, b, tmp_path / "rlpd.pt")
     torch.manual_seed(9)
     sa = a.update(batch)
     torch.manual_seed(9)
@@ -258,3 +258,15 @@ def test_the_seed_reaches_the_sac_that_runs_it() -> None:
         assert all(torch.equal(a, b) for a, b in zip(critic(rlpd), critic(same), strict=True)), seed
         assert rlpd.generator.get_state().equal(same.generator.get_state())
     assert not torch.equal(critic(RLPD(policy, cfg, seed=3))[0], critic(RLPD(policy, cfg))[0])
+
+
+def test_its_settings_build_it_and_mix_demonstrations_into_every_batch() -> None:
+    settings = {"critic_hidden": [32, 32], "batch_size": 64, "utd_ratio": 4, "demo_ratio": 0.25}
+    config = from_mapping(RLPDConfig, settings, where="test")
+    policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(32, 32), seed=1))
+    rlpd = config.build(policy, seed=3)
+    assert type(rlpd) is RLPD and rlpd.policy is policy and rlpd.config is config
+    assert torch.equal(rlpd.generator.get_state(), torch.Generator().manual_seed(3).get_state())  # its seed
+    assert (config.rows_per_update(), config.gradient_steps_per_update()) == (64, 4)
+    sampler = config.auto_sampler(SamplerConfig(seed=5))
+    assert (sampler.kind, sampler.demo_ratio, sampler.seed) == ("demo_ratio", 0.25, 5)

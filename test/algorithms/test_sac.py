@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from test.algorithms.factories import fixed_batch, spy_critic_steps
+from test.algorithms.factories import fixed_batch, spy_critic_steps, through_file
 from user.algorithms.base import AlgorithmError, TorchBatch, to_torch
 from user.algorithms.critics import EnsembleLayerNorm
 from user.algorithms.sac import SAC, SACConfig, actor_loss, critic_loss, td_target, temperature_loss
+from user.buffer.config import SamplerConfig
 from user.config import ConfigError, from_mapping
 from user.policies.base import TensorObs
 from user.policies.gaussian import GaussianPolicy
@@ -199,9 +200,8 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path: Path) -> None:
     batch = fixed_batch(32)
     for _ in range(3):
         sac.update(batch)
-    sac.save(tmp_path / "ckpt.pt")
     other = _sac(critic_subsample=1)
-    other.load(tmp_path / "ckpt.pt")
+    through_file(sac, other, tmp_path / "ckpt.pt")
     assert _state_equal(sac.state_dict(), other.state_dict())
     assert torch.equal(sac.policy.get_weights().data, other.policy.get_weights().data)
     torch.manual_seed(5)
@@ -337,10 +337,9 @@ def test_load_state_dict_restores_everything_a_resumed_learner_needs(tmp_path: P
     batch = fixed_batch(16)
     for _ in range(3):
         sac.update(batch)
-    sac.save(tmp_path / "ckpt.pt")
     policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(32, 32), seed=9))
     other = SAC(policy, from_mapping(SACConfig, {"critic_hidden": [32, 32], **settings}, where="test"), seed=8)
-    other.load(tmp_path / "ckpt.pt")
+    through_file(sac, other, tmp_path / "ckpt.pt")
     assert other.policy.version == 7
     assert other.alpha == sac.alpha and (other.critic_steps, other.actor_steps) == (3, 3)
     for a, b in zip(sac.target_critic.parameters(), other.target_critic.parameters(), strict=True):
@@ -420,3 +419,14 @@ def test_the_configured_learning_rates_and_critic_layer_norm_are_used(layer_norm
     lrs = [o.param_groups[0]["lr"] for o in (sac.actor_optim, sac.critic_optim, sac.temperature_optim)]
     assert lrs == [1e-4, 2e-4, 5e-4]
     assert any(isinstance(m, EnsembleLayerNorm) for m in sac.critic.modules()) is layer_norm
+
+
+def test_its_settings_build_it_and_size_its_update_calls() -> None:
+    config = from_mapping(SACConfig, {"critic_hidden": [32, 32], "batch_size": 48, "utd_ratio": 3}, where="test")
+    policy = MLPPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(32, 32), seed=1))
+    sac = config.build(policy, seed=2)
+    assert type(sac) is SAC and sac.policy is policy and sac.config is config
+    assert torch.equal(sac.generator.get_state(), torch.Generator().manual_seed(2).get_state())  # its seed
+    assert (config.rows_per_update(), config.gradient_steps_per_update()) == (48, 3)
+    auto = SamplerConfig(seed=5)
+    assert config.auto_sampler(auto) is auto  # as it is: half demonstrations once there are any

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from test.algorithms.factories import fixed_batch
+from test.algorithms.factories import fixed_batch, through_file
 from test.algorithms.test_sac import _state_equal
 from user.algorithms.base import AlgorithmError, to_torch
 from user.algorithms.critics import EnsembleLinear
@@ -124,9 +124,8 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path: Path) -> None:
     batch = fixed_batch(32)
     for _ in range(3):
         sac.update(batch)
-    sac.save(tmp_path / "ckpt.pt")
     other = _sac_flow(bc_weight=0.5)
-    other.load(tmp_path / "ckpt.pt")
+    through_file(sac, other, tmp_path / "ckpt.pt")
     assert _state_equal(sac.state_dict(), other.state_dict())
     assert torch.equal(sac.policy.get_weights().data, other.policy.get_weights().data)
     torch.manual_seed(5)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
+from user.buffer.disk.next_frames import IN_NEXT_STEP
 from user.interfaces.domain import Action, EncodedImage, Observation, Transition
 from user.interfaces.images import encode_jpeg
 
@@ -76,3 +80,18 @@ def transition(
 def episode(robot: str, episode_id: int, steps: int = 5, **kwargs: object) -> list[Transition]:
     """A whole episode whose last transition is done (terminated if success=True, else truncated)."""
     return [transition(robot, episode_id, s, steps, **kwargs) for s in range(steps)]  # type: ignore[arg-type]
+
+
+def scalar(index: Any, sql: str, args: Sequence[Any] = ()) -> Any:
+    """The first column of the first row `sql` reads from `index` (an `IndexFile`), None for no row."""
+    rows = index.fetchall(sql, args)
+    return rows[0][0] if rows else None
+
+
+def elided(t: Transition) -> Transition:
+    """`t` as a step that does not keep its next images stores it: each next-observation image a placeholder
+    (`IN_NEXT_STEP`: the frame is the next step's observation image); no images: `t` itself."""
+    if not t.next_observation.images:
+        return t
+    held = tuple(EncodedImage(img.camera, IN_NEXT_STEP, b"", img.stamp_ns) for img in t.next_observation.images)
+    return replace(t, next_observation=replace(t.next_observation, images=held))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from user.buffer import segments
+from user.buffer.disk import segment_writer
 
 
 def no_space() -> OSError:
@@ -72,5 +72,5 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> FullDisk:
         disk.files.append(file)
         return file
 
-    monkeypatch.setattr(segments, "open", open_on_disk, raising=False)
+    monkeypatch.setattr(segment_writer, "open", open_on_disk, raising=False)
     return disk

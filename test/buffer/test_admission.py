@@ -20,8 +20,8 @@ from user.buffer.admission import (
     check_whole_episode,
     problem_of,
 )
-from user.buffer.camera_topics import ON_CAMERA_TOPIC
-from user.buffer.next_frames import IN_NEXT_STEP
+from user.buffer.disk.camera_topics import ON_CAMERA_TOPIC
+from user.buffer.disk.next_frames import IN_NEXT_STEP
 from user.interfaces.domain import Transition
 from user.interfaces.validate import (
     REWARD_LIMIT,

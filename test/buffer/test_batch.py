@@ -9,7 +9,7 @@ import pytest
 from test.buffer.factories import ACTION_DIM, STATE_DIM, episode
 from user.buffer.batch import CAMERA_ARRAYS, ROW_ARRAYS, BatchError, TransitionBatch, collate
 from user.buffer.errors import SampleTimeoutError
-from user.buffer.prefetch import Prefetcher
+from user.buffer.frames.prefetch import Prefetcher
 from user.interfaces.domain import Transition
 
 

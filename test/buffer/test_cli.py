@@ -10,10 +10,10 @@ import pytest
 import yaml
 from rosbags.rosbag2 import StoragePlugin
 
+from test.buffer.bags.test_bagread import MAPPING, record_bag
 from test.buffer.factories import episode
-from test.buffer.test_bagread import MAPPING, record_bag
 from user.buffer import BufferConfig, ReplayBuffer, StorageConfig
-from user.buffer.index import IndexDamagedError
+from user.buffer.errors import IndexDamagedError
 from user.cli.main import main
 from user.deploy.deployment import load
 from user.deploy.run_dir import save

@@ -16,8 +16,8 @@ from user.buffer.episode_window import (
     WindowStats,
     episode_counts,
     latest_outcome,
+    outcome,
     recent_outcomes,
-    stored_outcome,
     summarise,
 )
 from user.interfaces.domain import Transition
@@ -69,11 +69,13 @@ def test_the_index_gives_each_episodes_outcome_and_fills_the_same_windows(tmp_pa
             robot = "left" if e % 3 else "right"
             ts = _rewarded(robot, e, [0.5 * e, -1.0, 2.0], demo=e == 0, success=e % 2 == 1, intervened=e == 4)
             number = buf.add_episode(ts)
-            outcome = stored_outcome(buf.storage.index, number)
-            assert outcome == EpisodeOutcome(robot, e, 3, 0.5 * e + 1.0, e % 2 == 1, 3 * (e == 4), e == 0)
-            assert latest_outcome(buf.storage.index) == outcome
-            fed.add(outcome)
-        assert stored_outcome(buf.storage.index, 99) is None
+            row = buf.storage.index.episode(number)
+            assert row is not None
+            got = outcome(row)
+            assert got == EpisodeOutcome(robot, e, 3, 0.5 * e + 1.0, e % 2 == 1, 3 * (e == 4), e == 0)
+            assert latest_outcome(buf.storage.index) == got
+            fed.add(got)
+        assert buf.storage.index.episode(99) is None
         rebuilt = RecentEpisodes(window=3, outcomes=recent_outcomes(buf.storage.index, 3))
         assert episode_counts(buf.storage.index) == {"left": (6, 0), "right": (2, 1)}  # (online, demos)
     assert rebuilt.pooled() == fed.pooled() and rebuilt.robots() == fed.robots()

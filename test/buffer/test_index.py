@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from user.buffer.errors import BufferIndexError
-from user.buffer.index import EpisodeRow, Index, IndexDamagedError, MissingIndexError, TransitionQuery, TransitionRow
-from user.buffer.segments import Position
+from test.buffer.factories import scalar
+from user.buffer.disk.segments import Position
+from user.buffer.errors import BufferIndexError, IndexDamagedError, MissingIndexError
+from user.buffer.index import Index
+from user.buffer.rows import EpisodeRow, TransitionQuery, TransitionRow
 
 
 def _commit(index: Index, segment_id: int, episode: int, first: int, steps: int, **flags: bool) -> None:
@@ -44,7 +46,7 @@ def _commit(index: Index, segment_id: int, episode: int, first: int, steps: int,
 
 def test_wal_and_episode_commit(tmp_path: Path) -> None:
     index = Index(tmp_path)
-    assert index.scalar("PRAGMA journal_mode") == "wal"
+    assert scalar(index, "PRAGMA journal_mode") == "wal"
     seg = index.add_segment("seg_000000", 1)
     _commit(index, seg.id, 0, 0, 3)
     _commit(index, seg.id, 1, 3, 2, demo=True, intervened=True)
@@ -211,11 +213,11 @@ def test_a_failed_write_is_rolled_back_and_typed(tmp_path: Path) -> None:
         db.execute("INSERT INTO meta VALUES ('k', 'v')")
         db.execute("INSERT INTO nowhere VALUES (1)")
     assert not isinstance(exc.value, IndexDamagedError)
-    assert index.scalar("SELECT COUNT(*) FROM meta WHERE key = 'k'") == 0
+    assert scalar(index, "SELECT COUNT(*) FROM meta WHERE key = 'k'") == 0
     with pytest.raises(KeyboardInterrupt), index.transaction() as db:
         db.execute("INSERT INTO meta VALUES ('k', 'v')")
         raise KeyboardInterrupt
-    assert index.scalar("SELECT COUNT(*) FROM meta WHERE key = 'k'") == 0
+    assert scalar(index, "SELECT COUNT(*) FROM meta WHERE key = 'k'") == 0
     index.add_segment("seg_000000", 1)  # no transaction was left open
     with pytest.raises(BufferIndexError, match=r"query failed: SELECT missing FROM meta \(no such column: missing\)$"):
         index.fetchall("SELECT missing FROM meta")

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from test.buffer.factories import scalar
+from user.buffer.disk.segments import Position
 from user.buffer.errors import BufferIndexError
-from user.buffer.index import BUSY_TIMEOUT_S, EpisodeRow, Index, SegmentRow, TransitionQuery, TransitionRow
-from user.buffer.segments import Position
+from user.buffer.index import Index
+from user.buffer.index_file import BUSY_TIMEOUT_S
+from user.buffer.rows import EpisodeRow, SegmentRow, TransitionQuery, TransitionRow
 
 DEADLINE_S = 10.0
 Flags = tuple[bool, bool, bool, bool, bool]  # terminated, truncated, intervened, is_demo, success
@@ -154,8 +157,8 @@ def test_queries_select_by_every_filter(tmp_path: Path) -> None:
 
 def test_scalar_reads_one_value_or_none(tmp_path: Path) -> None:
     index = _filled(tmp_path)
-    assert index.scalar("SELECT name FROM segments WHERE id = ?", [2]) == "seg_000001"
-    assert index.scalar("SELECT name FROM segments WHERE id = ?", [99]) is None
+    assert scalar(index, "SELECT name FROM segments WHERE id = ?", [2]) == "seg_000001"
+    assert scalar(index, "SELECT name FROM segments WHERE id = ?", [99]) is None
 
 
 def test_moved_segment_points_at_the_new_positions(tmp_path: Path) -> None:
@@ -188,8 +191,8 @@ def test_dropping_and_deleting_keep_the_counts_right(tmp_path: Path) -> None:
 def test_durable_index_syncs_fully(tmp_path: Path, durable: bool | None, synchronous: int) -> None:
     """A durable index (the default; fsync=episode) survives power loss: synchronous FULL (2), else NORMAL (1)."""
     index = Index(tmp_path) if durable is None else Index(tmp_path, durable=durable)
-    assert index.scalar("PRAGMA synchronous") == synchronous
-    assert index.scalar("PRAGMA journal_mode") == "wal"
+    assert scalar(index, "PRAGMA synchronous") == synchronous
+    assert scalar(index, "PRAGMA journal_mode") == "wal"
 
 
 @pytest.mark.parametrize("read_only", [False, True])
@@ -197,7 +200,7 @@ def test_both_modes_wait_for_another_writer_up_to_the_busy_timeout(tmp_path: Pat
     Index(tmp_path).close()
     index = Index(tmp_path, read_only=read_only)
     assert index.read_only is read_only
-    assert index.scalar("PRAGMA busy_timeout") == int(BUSY_TIMEOUT_S * 1000)
+    assert scalar(index, "PRAGMA busy_timeout") == int(BUSY_TIMEOUT_S * 1000)
 
 
 def test_a_briefly_held_write_lock_delays_a_commit_instead_of_failing_it(tmp_path: Path) -> None:
@@ -233,7 +236,7 @@ def test_read_only_index_reads_but_refuses_writes(tmp_path: Path) -> None:
     _filled(tmp_path).close()
     reader = Index(tmp_path, read_only=True)
     assert reader.read_only and reader.count() == (5, 2)
-    assert reader.scalar("PRAGMA journal_mode") == "wal"
+    assert scalar(reader, "PRAGMA journal_mode") == "wal"
     with pytest.raises(BufferIndexError, match="write failed .*readonly"):
         reader.add_segment("seg_000002", 333)
     with pytest.raises(BufferIndexError, match="write failed .*readonly"):

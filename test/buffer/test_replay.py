@@ -21,8 +21,8 @@ from user.buffer import (
     StorageConfig,
     TransitionQuery,
 )
+from user.buffer.disk.metadata import read_metadata
 from user.buffer.errors import BufferError
-from user.buffer.metadata import read_metadata
 
 
 def _config(**storage: object) -> BufferConfig:
@@ -76,7 +76,8 @@ def test_cache_miss_reads_the_same_transition_from_disk(tmp_path: Path) -> None:
     with ReplayBuffer.open(tmp_path, _config(cache_size=5)) as buf:
         _fill(buf, 2, robots=("a",))
         storage = buf.storage
-        assert len(storage.cache) == 5 and storage.cache.oldest() == len(buf) - 5
+        assert len(storage.cache) == 5 and storage.cache.get(len(buf) - 5) is not None
+        assert storage.cache.get(len(buf) - 6) is None  # the newest five: FIFO
         reads = storage.disk_reads
         (old,) = buf.get([1])
         assert storage.disk_reads == reads + 2  # its next frames are in step 2's record, not cached either
@@ -113,8 +114,6 @@ def test_only_whole_episodes_are_stored(tmp_path: Path) -> None:
         buf.add(episode("c", 0, 5)[1])
         assert buf.end_episode("c", 0, 2) == 1
         assert buf.get([4])[0].truncated  # ended by the operator: its last step is truncated
-        buf.add(episode("d", 0, 5)[0])
-        assert buf.discard_episode("d") == 1
         buf.add(episode("e", 0, 5)[0])  # still pending when closed: dropped, never half
     with ReplayBuffer.open(tmp_path, _config(), read_only=True) as ro:
         assert len(ro) == 5 and ro.verify().ok
@@ -156,7 +155,7 @@ def test_rate_limited_sampling_and_state(tmp_path: Path) -> None:
         state = buf.state_dict()
         assert state["rate_limiter"]["inserts"] == 12 and state["sampler"]["kind"] == "uniform"
     with ReplayBuffer.open(tmp_path, config) as again:
-        again.load_state_dict(state)
+        again.resume(state)
         assert again.rate_limiter.samples == state["rate_limiter"]["samples"]
 
 
@@ -211,7 +210,7 @@ def test_a_resent_episode_is_stored_whole_beside_a_live_one(tmp_path: Path) -> N
 
 def test_bytes_received_with_transitions_are_stored_as_they_came(tmp_path: Path) -> None:
     """`add` and `add_episode` hand received CDR bytes to the writer, which stores them instead of encoding."""
-    from user.buffer.segments import Position
+    from user.buffer.disk.segments import Position
     from user.interfaces import default_codec
     from user.interfaces.domain import transition_to_msg
 

@@ -8,7 +8,7 @@ import pytest
 from user.buffer.columns import Columns, ColumnView
 from user.buffer.config import SamplerConfig
 from user.buffer.errors import BufferError, NotReadyError
-from user.buffer.index import TransitionRow
+from user.buffer.rows import TransitionRow
 from user.buffer.samplers import (
     DemoRatioSampler,
     InterventionSampler,

@@ -12,15 +12,17 @@ from mcap.reader import make_reader
 
 from test.buffer.factories import episode, transition
 from test.buffer.fsyncs import record_fsyncs
-from user.buffer.camera_topics import frame_from_payload, record
 from user.buffer.config import StorageConfig
+from user.buffer.disk.camera_topics import frame_from_payload, record
+from user.buffer.disk.directory import segment_name, segment_path
+from user.buffer.disk.metadata import read_metadata
+from user.buffer.disk.next_frames import IN_NEXT_STEP
+from user.buffer.disk.segments import EVENT_TOPIC, EVENT_TYPE, TRANSITION_TOPIC, TRANSITION_TYPE, Position
 from user.buffer.errors import BufferError, EpisodeNotStoredError, InvalidTransitionError
-from user.buffer.index import Index, TransitionRow
-from user.buffer.metadata import read_metadata
-from user.buffer.next_frames import IN_NEXT_STEP
-from user.buffer.segments import EVENT_TOPIC, EVENT_TYPE, TRANSITION_TOPIC, TRANSITION_TYPE, Position
-from user.buffer.storage import DiskStorage, segment_path
-from user.buffer.writer import EpisodeWriter, segment_name
+from user.buffer.index import Index
+from user.buffer.rows import TransitionRow
+from user.buffer.storage import DiskStorage
+from user.buffer.writer import EpisodeWriter
 from user.interfaces import default_codec
 from user.interfaces.domain import Transition, transition_from_msg, transition_to_msg
 from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
@@ -71,7 +73,7 @@ def _wire(t: object) -> bytes:
 
 def _as_stored(steps: list[Transition]) -> list[Transition]:
     """An episode's steps as its records hold them: each frame once, the next frames of all but the last step
-    left to the step after it (`user.buffer.next_frames`), the others on camera topics (`camera_topics`)."""
+    left to the step after it (`user.buffer.disk.next_frames`), the others on camera topics (`camera_topics`)."""
     return [record(t, keep_next=False) for t in steps[:-1]] + [record(t, keep_next=True) for t in steps[-1:]]
 
 
@@ -172,7 +174,8 @@ def test_episodes_are_numbered_on_from_what_the_index_holds(tmp_path: Path, writ
     assert again.add_episode(episode("arm", 2, 4)) == 2
     assert [r.first_index for r in again.index.episodes()] == [0, 3, 6]
     assert [r.index for r in again.index.transitions()][-4:] == [6, 7, 8, 9]
-    assert again.state_dict()["next_index"] == 10 and again.state_dict()["next_episode"] == 3
+    assert again.add_episode(episode("arm", 3, 1)) == 3  # the next episode and transition numbers follow on
+    assert [r.index for r in again.index.transitions()][-1] == 10
 
 
 @pytest.mark.parametrize(
@@ -412,17 +415,6 @@ def test_a_resent_episode_stores_the_bytes_given_with_it(tmp_path: Path, writers
     assert w.index.count() == (3, 1)
 
 
-def test_discarding_forgets_only_that_robots_steps(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
-    w = _writer(tmp_path)
-    writers.append(w)
-    for t in episode("arm", 0, 5)[:3]:
-        w.add(t)
-    w.add(transition("b", 0, 0, 3))
-    assert w.pending_steps() == {"arm": 3, "b": 1}
-    assert w.discard_episode("arm") == 3 and w.discard_episode("arm") == 0
-    assert w.pending_steps() == {"b": 1} and w.index.count() == (0, 0)
-
-
 def test_segments_roll_after_n_episodes_with_metadata_and_sizes(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
     points: list[str] = []
     w = _writer(tmp_path, points=points, segment_max_episodes=2)
@@ -519,15 +511,3 @@ def test_a_failed_write_abandons_the_segment_and_the_next_episode_opens_a_new_on
     assert w.index.count() == (2, 1) and w.episodes_committed == 1 and w.episodes_lost == 1
     assert w.add_episode(episode("arm", 2, 2)) == 1
     assert [s.name for s in w.index.segments()] == ["seg_000000", "seg_000001"]
-
-
-def test_a_saved_state_ahead_of_the_index_is_refused(tmp_path: Path, writers: list[EpisodeWriter]) -> None:
-    w = _writer(tmp_path)
-    writers.append(w)
-    w.add_episode(episode("arm", 0, 3))
-    w.load_state_dict({"next_index": 3, "next_episode": 1})  # agrees
-    w.load_state_dict({"next_index": 2})  # behind: the index has more, fine
-    w.load_state_dict({})
-    with pytest.raises(BufferError, match="expects transition 4, the index ends at 3"):
-        w.load_state_dict({"next_index": 4})
-    assert w.state_dict() == {"next_index": 3, "next_episode": 1, "segment": "seg_000000"}

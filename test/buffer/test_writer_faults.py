@@ -15,12 +15,13 @@ import pytest
 from test.buffer.factories import episode, transition
 from test.buffer.full_disk import FullDisk, full_disk
 from user.buffer.config import BufferConfig, StorageConfig
+from user.buffer.disk.directory import segment_name, segment_path
 from user.buffer.errors import DuplicateEpisodeError, EpisodeNotStoredError, InvalidTransitionError
 from user.buffer.index import Index
+from user.buffer.repair.verify import count_messages, verify
 from user.buffer.replay import ReplayBuffer
-from user.buffer.storage import DiskStorage, segment_path
-from user.buffer.verify import count_messages, verify
-from user.buffer.writer import EpisodeWriter, segment_name, stored_episode
+from user.buffer.storage import DiskStorage
+from user.buffer.writer import EpisodeWriter
 from user.interfaces import default_codec
 from user.interfaces.domain import Transition, transition_to_msg
 
@@ -300,7 +301,7 @@ def test_duplicates_are_refused_across_a_restart_of_the_writer(tmp_path: Path, w
     first.index.close()
     again = _writer(tmp_path)
     writers.append(again)
-    assert stored_episode(again.index, "arm", 0) == 0 and stored_episode(again.index, "arm", 1) is None
+    assert again.index.stored_episode("arm", 0) == 0 and again.index.stored_episode("arm", 1) is None
     with pytest.raises(DuplicateEpisodeError):
         again.add_episode(episode("arm", 0, 2))
     assert again.index.count() == (2, 1)
@@ -475,8 +476,7 @@ def test_opening_and_closing_segments_is_logged(tmp_path: Path, caplog: pytest.L
     config = StorageConfig(cache_size=10, fsync="never", segment_max_episodes=2)
     index = Index(tmp_path, durable=False)
     w = EpisodeWriter(DiskStorage(tmp_path, index, CODEC, config), config, clock=lambda: 123)
-    assert w.state_dict()["segment"] == ""
-    w.load_state_dict({})  # an empty buffer agrees with an empty saved state
+    assert w.index.segments() == []  # no segment before the first episode
     with caplog.at_level(logging.INFO, logger="user.buffer.writer"):
         for e in range(2):
             w.add_episode(episode("arm", e, 1))

@@ -20,6 +20,8 @@ import pytest
 from test.conftest import wait_until
 from user.bus.base import BEST_EFFORT, LATCHED, RELIABLE, Bus, BusClosedError, ServiceError, ServiceTimeoutError
 from user.bus.parameters import ParameterRefusedError
+from user.bus.ros_bus import RosBus
+from user.bus.zenoh_bus import ZenohBus
 from user.config.strict import ConfigError, setting
 from user.interfaces import default_codec
 
@@ -282,11 +284,21 @@ class Settings:
     extra: dict[str, Any] = setting({}, "free-form extras")
 
 
+def parameters_of(bus: Bus) -> dict[str, Any]:
+    """A node's current parameters by dotted name, where its parameter services read them (`user param get`:
+    the node's `ParameterStore`; `ros2 param get`: the rclpy node's parameters)."""
+    if isinstance(bus, ZenohBus):
+        assert bus.parameter_store is not None
+        return bus.parameter_store.current()
+    assert isinstance(bus, RosBus)
+    return {name: p.value for name, p in bus.node.get_parameters_by_prefix("").items()}
+
+
 def test_parameters_are_declared_typed_and_checked(make_any_bus: MakeBus) -> None:
     bus = make_any_bus("params", {"rate_hz": 5, "gains": {"kp": 2.5}, "extra": {"speed": 0.1}}, Settings)
     values = bus.declare_parameters(Settings)
     assert values == Settings(rate_hz=5.0, gains=Gains(kp=2.5), extra={"speed": 0.1})
-    current = bus.parameter_values()
+    current = parameters_of(bus)
     assert current["rate_hz"] == 5.0 and current["gains.kp"] == 2.5 and current["gains.names"] == ["a"]
     assert current["label"] == "arm" and current["extra"] == "{speed: 0.1}"
     with pytest.raises(ConfigError, match="parameters of node 'q'.*unknown key 'rate'"):
@@ -301,7 +313,7 @@ def test_live_parameters_change_and_fixed_ones_refuse(make_any_bus: MakeBus) -> 
     bus.declare_parameters(Settings, on_change=applied.append)
     bus.set_parameters({"rate_hz": 20.0, "gains.kp": 0.5})
     assert applied == [Settings(rate_hz=20.0, gains=Gains(kp=0.5))]
-    assert bus.parameter_values()["rate_hz"] == 20.0
+    assert parameters_of(bus)["rate_hz"] == 20.0
     with pytest.raises(ParameterRefusedError, match="label is read-only"):
         bus.set_parameters({"label": "other"})
     with pytest.raises(ParameterRefusedError, match="below the minimum"):
@@ -316,8 +328,8 @@ def test_live_parameters_change_and_fixed_ones_refuse(make_any_bus: MakeBus) -> 
     refusing.declare_parameters(Settings, on_change=refuse)
     with pytest.raises(ParameterRefusedError, match="the arm is moving"):
         refusing.set_parameters({"rate_hz": 2.0})
-    assert refusing.parameter_values()["rate_hz"] == 10.0  # nothing of a refused change is kept
-    assert bus.parameter_values()["label"] == "arm" and len(applied) == 1
+    assert parameters_of(refusing)["rate_hz"] == 10.0  # nothing of a refused change is kept
+    assert parameters_of(bus)["label"] == "arm" and len(applied) == 1
 
 
 def test_a_node_without_a_change_handler_has_only_fixed_parameters(make_any_bus: MakeBus) -> None:

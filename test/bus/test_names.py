@@ -2,13 +2,12 @@
 
 import pytest
 
-from user.bus.names import InvalidNameError, key_to_topic, mangle, resolve, topic_to_key, unmangle
+from user.bus.names import InvalidNameError, mangle, resolve, topic_to_key, unmangle
 
 
 def test_keys_follow_the_ros2dds_bridge_convention() -> None:
     assert topic_to_key("/chatter") == "chatter"
     assert topic_to_key("/robot_1/obs") == "robot_1/obs"
-    assert key_to_topic("robot_1/obs") == "/robot_1/obs"
 
 
 def test_relative_names_resolve_in_namespace() -> None:

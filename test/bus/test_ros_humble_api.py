@@ -25,7 +25,10 @@ from test.conftest import REPO, SHARED
 
 API_FILE = SHARED / "ros2" / "rclpy-humble-api.txt"
 SOURCES = sorted([*(REPO / "src").rglob("*.py"), *(REPO / "launch").glob("*.py")])
-ROS_ADAPTER = [REPO / "src" / "user" / "bus" / f"{name}.py" for name in ("ros_bus", "ros_runtime", "ros_types")]
+ROS_ADAPTER = [
+    REPO / "src" / "user" / "bus" / f"{name}.py"
+    for name in ("ros_bus", "ros_node_params", "ros_runtime", "ros_services", "ros_types")
+]
 # Enum members (not in the listing), as on the humble branch.
 HUMBLE_ENUM_MEMBERS = {
     "KEEP_ALL", "KEEP_LAST",  # qos.HistoryPolicy

@@ -32,13 +32,11 @@ def test_a_full_config_loads() -> None:
             "rate_hz": 15,
             "crop": [10, 20, 300, 200],
             "resize": [128, 128],
-            "jpeg_quality": 75,
         }
     )
     assert cfg.crop == (10, 20, 300, 200) and cfg.resize == (128, 128) and cfg.rate_hz == 15.0
     assert cfg.image_type == "sensor_msgs/msg/Image"
     assert cfg.period_s == pytest.approx(1 / 15)
-    assert cfg.output_size == (128, 128)
 
 
 def test_every_setting_is_described() -> None:
@@ -52,7 +50,8 @@ def test_every_setting_is_described() -> None:
         ({"name": "c", "driver": "gige"}, "driver: 'gige' is not one of"),
         ({"name": "c", "driver": "bus"}, "driver 'bus' needs a topic"),
         ({"name": "c", "driver": "opencv"}, "driver 'opencv' needs a device"),
-        ({"name": "c", "driver": "source", "jpeg_quality": 0}, "jpeg_quality: 0 is below the minimum 1"),
+        ({"name": "c", "driver": "source", "dead_after_periods": 1}, "dead_after_periods: 1 is below the minimum 2"),
+        ({"name": "c", "driver": "source", "jpeg_quality": 80}, "unknown key 'jpeg_quality'"),  # the robot node's
         ({"name": "c", "driver": "source", "crop": [0, 0, 0, 5]}, "needs x, y >= 0 and width, height > 0"),
         ({"name": "c", "driver": "source", "resize": [64]}, "resize: 64 fits none|expected 2 items"),
         ({"name": "c", "driver": "source", "quality": 3}, "unknown key 'quality'"),

@@ -41,7 +41,6 @@ def test_plays_a_file_to_its_end(video: Path) -> None:
     camera = OpenCVCamera(config("file", driver="opencv", device=str(video), rate_hz=100.0, dead_after_periods=50))
     assert camera.describe_device() == f"video file {video}"
     with camera:
-        assert camera.resolution == (WIDTH, HEIGHT)
         assert wait_until(lambda: "reached its end" in camera.health().dead_reason, 5.0)
         health = camera.health()
         assert health.frames == FRAMES
@@ -58,9 +57,7 @@ def test_first_frame_and_processing(video: Path) -> None:
         assert wait_until(lambda: camera.poll() is not None, 5.0)
         frame = camera.latest(max_age_s=5.0)
         assert frame.seq == 1 and frame.rgb.shape == (12, 16, 3)
-        assert close_to(frame.rgb, colour(0))
-        encoded = camera.encode(frame)
-        assert encoded.camera == "proc" and encoded.data[:2] == b"\xff\xd8"
+        assert close_to(frame.rgb, colour(0)) and frame.camera == "proc"
 
 
 def test_loop_restarts_the_file(video: Path) -> None:

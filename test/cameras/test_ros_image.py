@@ -5,13 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from user.cameras.ros_image import (
-    ImageMessageError,
-    image_msg_to_rgb,
-    msg_to_rgb,
-    rgb_to_compressed_msg,
-    rgb_to_image_msg,
-)
+from test.cameras.image_msgs import rgb_to_compressed_msg, rgb_to_image_msg
+from user.cameras.ros_image import ImageMessageError, image_msg_to_rgb, msg_to_rgb
 from user.interfaces.codec import default_codec
 from user.interfaces.stamps import header
 

@@ -8,11 +8,11 @@ import pytest
 import yaml
 from rosbags.rosbag2 import StoragePlugin
 
+from test.buffer.bags.test_bagread import MAPPING, record_bag
 from test.buffer.factories import episode
-from test.buffer.test_bagread import MAPPING, record_bag
 from user.buffer import BufferConfig, ReplayBuffer
-from user.buffer.bagread import BagReader
-from user.buffer.importer import ImportMapping
+from user.buffer.bags.bagread import BagReader
+from user.buffer.bags.importer import ImportMapping
 from user.cli.main import main
 from user.config.strict import from_mapping
 

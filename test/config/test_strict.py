@@ -7,7 +7,8 @@ from typing import Literal
 
 import pytest
 
-from user.config.strict import ConfigError, describe_settings, from_mapping, inactive_settings, load_yaml, setting
+from user.config.describe import describe_settings
+from user.config.strict import ConfigError, from_mapping, inactive_settings, load_yaml, setting
 
 
 @dataclass

@@ -95,7 +95,7 @@ def test_the_real_franka_deployment() -> None:
     robot = load_kind("robot").Params
     arm = from_mapping(robot, kinds["robot"].params, where="real_franka")
     assert (arm.driver, arm.reward, arm.host) == ("franka", "external", "172.16.0.2")
-    assert set(arm.camera_configs) == {"wrist"} and arm.camera_configs["wrist"]["driver"] == "realsense"
+    assert set(arm.camera_configs) == {"wrist"} and arm.camera_configs["wrist"].driver == "realsense"
     assert kinds["reward"].params["source"] == "human" and kinds["pedal"].params["source"] == "evdev"
     assert kinds["teleop"].params["device"] == "spacemouse"
     assert kinds["learner"].params["run_dir"] == "{run_dir}"

@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from test.cameras.image_msgs import rgb_to_image_msg
 from test.robots.test_franka_ros import Franka2StandIn
 from user.bus.base import RELIABLE, Bus
-from user.cameras.ros_image import rgb_to_image_msg
 from user.runtime.node import Node
 
 REALSENSE_COLOR_TOPIC = "/camera/camera/color/image_raw"  # realsense2_camera >= 4.54: namespace camera, name camera

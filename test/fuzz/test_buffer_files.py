@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from test.buffer.factories import episode
 from test.fuzz.strategies import CI, mutated
 from user.buffer import BufferConfig, ReplayBuffer, StorageConfig
+from user.buffer.disk.directory import segment_path
+from user.buffer.disk.mcapscan import MESSAGE_PREFIX
 from user.buffer.errors import BufferError
 from user.buffer.index import INDEX_FILE, Index
-from user.buffer.mcapscan import MESSAGE_PREFIX
-from user.buffer.quarantine import QUARANTINE_DIR
-from user.buffer.storage import segment_path
+from user.buffer.repair.quarantine import QUARANTINE_DIR
 
 CONFIG = BufferConfig(storage=StorageConfig(segment_max_episodes=3, fsync="never", cache_size=16), prefetch=0)
 OPEN_SEGMENT = "seg_000001"  # the one the writer was filling when it died

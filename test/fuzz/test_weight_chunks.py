@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from test.fuzz.strategies import CI, mutated
 from user.policies.base import FlatWeights, WeightSpec
-from user.sync.chunking import Assembler, Chunk, decode_payload, split_weights
+from user.sync.assembler import Assembler
+from user.sync.chunking import Chunk, decode_payload, split_weights
 from user.sync.errors import PayloadError, WeightSyncError
 
 POLICY = "arm"

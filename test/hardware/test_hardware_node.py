@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from test.conftest import user_cmd
+from test.conftest import user_cmd, wait_until
+from test.hardware.test_registry import lost
 from user.bus.zenoh_bus import ZenohBus
 from user.config.strict import ConfigError
 from user.hardware.registry import Registry
@@ -37,7 +38,7 @@ def test_announces_from_parameters_and_withdraws_on_destroy(make_bus: MakeBus) -
             30.0,
         )
         node.destroy()
-        assert registry.wait_for_loss(resource_id, 10.0)
+        assert wait_until(lambda: lost(registry, resource_id), 10.0)
     finally:
         registry.close()
 

@@ -26,7 +26,7 @@ from user.interfaces.convert import to_data
 
 CODEC = default_codec()
 STANDARD_TYPES = ["std_msgs/msg/String", "sensor_msgs/msg/JointState", "sensor_msgs/msg/CompressedImage"]
-USER_TYPES = [t for t in CODEC.type_names() if t.startswith("user/")]
+USER_TYPES = [t for t in sorted(CODEC.typestore.types) if t.startswith("user/")]
 COMPRESSED_IMAGE = "sensor_msgs/msg/CompressedImage"
 # rosidl's member for a struct without fields: always 0 on the wire, absent from the ros2msg schema text.
 PLACEHOLDER = "structure_needs_at_least_one_member"

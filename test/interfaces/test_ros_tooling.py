@@ -159,7 +159,7 @@ def _normalize(fields: list[list[str]]) -> list[tuple[str, str]]:
 
 
 CODEC = default_codec()
-USER_TYPES = [t for t in CODEC.type_names() if t.startswith("user/")]
+USER_TYPES = [t for t in sorted(CODEC.typestore.types) if t.startswith("user/")]
 
 
 def test_rosidl_parses_every_definition() -> None:

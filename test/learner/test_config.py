@@ -1,9 +1,11 @@
 """`LearningConfig`: the policy kind and the algorithm each select one section; a section of another kind is
 an error naming it, and the kind tables give each kind's policy, algorithm, batch size and sampler (the default
-sampler `auto` becomes the algorithm's own)."""
+sampler `auto` becomes the algorithm's own). The choices, the sections and the tables name the same kinds."""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from typing import Any
 
 import numpy as np
@@ -12,16 +14,21 @@ import pytest
 from test.buffer.test_samplers import _columns
 from user.algorithms.base import Algorithm
 from user.algorithms.hg_dagger import HGDagger
+from user.algorithms.registry import ALGORITHMS
 from user.algorithms.rlpd import RLPD
 from user.algorithms.sac import SAC
+from user.algorithms.sac_flow import SACFlow
 from user.buffer.config import SamplerConfig
 from user.buffer.samplers import make_sampler
-from user.config.strict import ConfigError, from_mapping
-from user.learner.config import ALGORITHMS, POLICIES, LearningConfig
+from user.config.strict import ConfigError, from_mapping, selection_of
+from user.learner.config import POLICIES, LearningConfig
 from user.policies.cnn import CNNPolicy
+from user.policies.flow import FlowPolicy
 from user.policies.mlp import MLPPolicy
 
 MLP = {"mlp": {"state_dim": 5, "action_dim": 2}}
+FLOW = {"policy_kind": "flow", "flow": {"state_dim": 5, "action_dim": 2, "hidden": [16]}}
+POLICY_FOR = {"sac_flow": FLOW}  # algorithms that train only some policies: one they train; the others take MLP
 
 
 def load(**data: Any) -> LearningConfig:
@@ -57,15 +64,16 @@ def test_each_algorithm_kind_builds_its_own_algorithm_with_its_section() -> None
     built: dict[str, tuple[type[Algorithm], dict[str, Any]]] = {
         "rlpd": (RLPD, {"rlpd": {"gamma": 0.5, "batch_size": 64, "utd_ratio": 2, "demo_ratio": 0.25}}),
         "sac": (SAC, {"sac": {"gamma": 0.5, "batch_size": 32, "utd_ratio": 2}}),
+        "sac_flow": (SACFlow, {"sac_flow": {"gamma": 0.5, "batch_size": 24, "utd_ratio": 3, "critic_hidden": [16]}}),
         "hg_dagger": (HGDagger, {"hg_dagger": {"bc": {"batch_size": 16}}}),
     }
     assert set(built) == set(ALGORITHMS)
     for kind, (cls, section) in built.items():
-        config = load(algorithm=kind, **MLP, **section)
+        config = load(algorithm=kind, **POLICY_FOR.get(kind, MLP), **section)
         algorithm = config.build_algorithm(config.build_policy())
         assert type(algorithm) is cls, kind
-        assert config.batch_size == {"rlpd": 64, "sac": 32, "hg_dagger": 16}[kind]
-        assert config.gradient_steps_per_update == {"rlpd": 2, "sac": 2, "hg_dagger": 1}[kind]
+        assert config.batch_size == {"rlpd": 64, "sac": 32, "sac_flow": 24, "hg_dagger": 16}[kind]
+        assert config.gradient_steps_per_update == {"rlpd": 2, "sac": 2, "sac_flow": 3, "hg_dagger": 1}[kind]
     algorithm = load(algorithm="rlpd", **MLP, rlpd={"gamma": 0.5}).build_algorithm(load(**MLP).build_policy())
     assert isinstance(algorithm, RLPD) and algorithm.config.gamma == 0.5
 
@@ -77,6 +85,7 @@ def test_the_default_sampler_becomes_the_algorithm_s_own_and_a_named_one_is_kept
     assert (rlpd.kind, rlpd.demo_ratio) == ("demo_ratio", 0.25)  # RLPD's own share of demos, not the buffer's 0.5
     assert load(algorithm="hg_dagger", **MLP).sampler_for(auto).kind == "intervention"  # the human's corrections
     assert load(algorithm="sac", **MLP).sampler_for(auto) == auto  # follows the presence of demos (below)
+    assert load(algorithm="sac_flow", **FLOW).sampler_for(auto) == auto  # as SAC's
     named = [
         SamplerConfig(kind="uniform"),
         SamplerConfig(kind="recent"),
@@ -84,7 +93,8 @@ def test_the_default_sampler_becomes_the_algorithm_s_own_and_a_named_one_is_kept
     ]
     for algorithm in ALGORITHMS:
         for sampler in named:
-            assert load(algorithm=algorithm, **MLP).sampler_for(sampler) == sampler, (algorithm, sampler.kind)
+            config = load(algorithm=algorithm, **POLICY_FOR.get(algorithm, MLP))
+            assert config.sampler_for(sampler) == sampler, (algorithm, sampler.kind)
 
 
 @pytest.mark.parametrize("demos", [0, 40])
@@ -100,9 +110,41 @@ def test_sac_s_default_sampler_draws_half_demos_when_there_are_demos_and_uniform
 
 
 def test_each_policy_kind_builds_its_own_policy() -> None:
-    assert set(POLICIES) == {"mlp", "cnn"}
+    assert set(POLICIES) == {"mlp", "cnn", "flow"}
     mlp = load(**MLP)
     assert isinstance(mlp.build_policy(), MLPPolicy) and mlp.state_dim == 5
     cnn = load(policy_kind="cnn", cnn={"state_dim": 4, "action_dim": 2, "observation": {"cameras": ["wrist"]}})
     assert cnn.state_dim == 4
     assert isinstance(cnn.build_policy(), CNNPolicy)
+    flow = load(**FLOW)
+    assert isinstance(flow.build_policy(), FlowPolicy) and flow.state_dim == 5
+
+
+def test_an_algorithm_refuses_a_policy_kind_it_cannot_train() -> None:
+    with pytest.raises(ConfigError) as err:
+        load(algorithm="sac_flow", **MLP)
+    assert str(err.value) == (
+        "run.yaml: algorithm sac_flow cannot train a policy of policy_kind mlp; select policy_kind flow"
+    )
+    refused = "algorithm hg_dagger cannot train a policy of policy_kind flow; select policy_kind mlp or cnn"
+    with pytest.raises(ConfigError, match=refused):
+        load(algorithm="hg_dagger", **FLOW)
+    for algorithm in ("rlpd", "sac"):  # these train a flow policy too (with its path likelihood as log pi)
+        config = load(algorithm=algorithm, **FLOW, **{algorithm: {"critic_hidden": [16]}})
+        assert type(config.build_algorithm(config.build_policy()).policy) is FlowPolicy
+
+
+@pytest.mark.parametrize(("selector", "table"), [("algorithm", ALGORITHMS), ("policy_kind", POLICIES)])
+def test_the_choices_the_sections_and_the_kind_tables_name_the_same_kinds(selector: str, table: dict[str, Any]) -> None:
+    """A kind added to one of them and not to the others fails here: the `algorithm` / `policy_kind` choices, the
+    sections selected by them (each named after its kind) and the table of kinds."""
+    hints = typing.get_type_hints(LearningConfig)
+    selected = {f.name: selection_of(f) for f in dataclasses.fields(LearningConfig)}
+    sections = {name: hints[name] for name, selection in selected.items() if selection and selection[0] == selector}
+    assert set(typing.get_args(hints[selector])) == set(table) == set(sections), selector
+    assert all(selected[kind] == (selector, (kind,)) for kind in table)  # each section is of its own kind only
+    if selector == "algorithm":  # each section's class is the one registered for its kind
+        assert all(sections[kind] is table[kind] for kind in table)
+    else:  # each section builds its kind's policy class
+        defaults = LearningConfig()
+        assert all(isinstance(table[k].build(getattr(defaults, k)), table[k].policy) for k in table)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from test.algorithms.factories import fixed_batch
+from test.algorithms.factories import fixed_batch, through_file
 from user.algorithms.rlpd import RLPD, RLPDConfig
 from user.config.strict import ConfigError
 from user.learner.device import resolve_device, training_threads
@@ -65,10 +65,9 @@ def _train_and_round_trip(device: str, tmp_path: Path, images: bool) -> None:
     stats = algo.update(batch)
     assert stats.updates == 2 and all(torch.isfinite(torch.tensor(v)) for v in stats.losses.values())
     assert policy.get_weights().data.device.type == "cpu"  # what is published is always a host copy
-    algo.save(tmp_path / "algo.pt")
     other_policy = type(policy)(policy.config).to(device)  # type: ignore[arg-type]
     other = RLPD(other_policy, config)
-    other.load(tmp_path / "algo.pt")
+    through_file(algo, other, tmp_path / "algo.pt")
     assert torch.equal(other_policy.get_weights().data, policy.get_weights().data)
 
 

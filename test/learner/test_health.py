@@ -1,5 +1,6 @@
 """`LearnerHealth`: training reported idle while it waits for data and OK while it trains; the buffer's disk
-reported OK, WARN when filling and ERROR when almost full; the buffer measured on disk."""
+reported OK, WARN when filling and ERROR when almost full; the buffer measured on disk; training that stopped or
+diverged is a failure naming why."""
 
 from __future__ import annotations
 
@@ -15,17 +16,29 @@ from user.runtime.diagnostics import ERROR, OK, WARN
 GIB = 1024**3
 
 
+class FakeBuffer(list[int]):
+    """What the health reads of the buffer: its length and the steps of episodes not ended yet."""
+
+    def __init__(self, held: list[int]) -> None:
+        super().__init__(held)
+        self.in_progress: dict[str, int] = {}
+
+    def steps_in_progress(self) -> dict[str, int]:
+        return self.in_progress
+
+
 @dataclass
 class FakeSession:
     run_dir: Path
     counters: TrainerCounters = field(default_factory=TrainerCounters)
     stopped: bool = False
     held: list[int] = field(default_factory=list)
+    halted: str | None = None  # why publication halted (training diverged)
 
     def __post_init__(self) -> None:
         self.config = SimpleNamespace(run_dir=self.run_dir)
-        self.trainer = SimpleNamespace(counters=self.counters)
-        self.buffer = self.held
+        self.trainer = SimpleNamespace(counters=self.counters, failed=None)
+        self.buffer = FakeBuffer(self.held)
 
 
 def health(tmp_path: Path, free: int = 100 * GIB, total: int = 500 * GIB) -> tuple[LearnerHealth, FakeSession]:
@@ -70,14 +83,21 @@ def test_every_figure_and_line_of_the_statuses(tmp_path: Path) -> None:
         return DiskUsage(500 * GIB, 400 * GIB, 100 * GIB)
 
     session = FakeSession(tmp_path, held=[1, 2, 3])
+    session.buffer.in_progress = {"arm": 4, "other": 1}
     (tmp_path / "buffer").mkdir()
     (tmp_path / "buffer" / "a.mcap").write_bytes(b"x" * 1024**2)
     h = LearnerHealth("learn", session, disk_usage=usage, clock=lambda: now[0])
     buffer = h.buffer()
     assert asked == [tmp_path / "buffer"]
     assert (buffer.name, buffer.level, buffer.message) == ("learn: buffer", OK, "1.0 MiB on disk, 100 GiB free")
-    assert dict(buffer.values) == {"transitions": 3, "buffer_bytes": 1024**2, "disk_free_bytes": 100 * GIB,
-                                   "disk_total_bytes": 500 * GIB, "directory": str(tmp_path / "buffer")}  # fmt: skip
+    assert dict(buffer.values) == {
+        "transitions": 3,
+        "steps_in_unfinished_episodes": 5,
+        "buffer_bytes": 1024**2,
+        "disk_free_bytes": 100 * GIB,
+        "disk_total_bytes": 500 * GIB,
+        "directory": str(tmp_path / "buffer"),
+    }
     (tmp_path / "buffer" / "b.mcap").write_bytes(b"x" * 1024**2)
     now[0] += 9.9  # measured again only every SIZE_EVERY_S
     assert h.buffer().values["buffer_bytes"] == 1024**2
@@ -91,8 +111,12 @@ def test_every_figure_and_line_of_the_statuses(tmp_path: Path) -> None:
         OK,
         "training (7 updates since the last report)",
     )
-    assert dict(training.values) == {"update_calls": 7, "gradient_steps": 14, "updates_since_last": 7,
-                                     "idle_fraction_since_last": 0.0}  # fmt: skip
+    assert dict(training.values) == {
+        "update_calls": 7,
+        "gradient_steps": 14,
+        "updates_since_last": 7,
+        "idle_fraction_since_last": 0.0,
+    }
     session.counters.idle_s = 19.0  # 19 s idle against 0 busy since: 100 %
     idle = h.training()
     assert (idle.level, idle.message) == (WARN, "idle 100% of the time: waiting for data (3 transitions)")
@@ -127,3 +151,12 @@ def test_names_values_and_the_idle_threshold_in_every_state(tmp_path: Path) -> N
     stopped = h.training()
     assert (stopped.name, stopped.message) == ("learner: training", "stopped: the run's stop_after was reached")
     assert stopped.values["update_calls"] == 8
+
+
+def test_training_that_stopped_or_diverged_is_a_failure_naming_why(tmp_path: Path) -> None:
+    h, session = health(tmp_path)
+    assert h.failure() is None
+    session.halted = "training diverged at update call 3: loss/critic = nan"
+    assert h.failure() == "publication halted: training diverged at update call 3: loss/critic = nan"
+    session.trainer.failed = RuntimeError("20 batches in a row could not be read")
+    assert h.failure() == "training stopped: 20 batches in a row could not be read"  # the first cause wins

@@ -15,7 +15,8 @@ from user.buffer.config import BufferConfig
 from user.interfaces.domain import Transition
 from user.learner.config import PacingConfig
 from user.learner.csv_log import read_rows
-from user.learner.session import LearningSession, SessionConfig
+from user.learner.session import LearningSession
+from user.learner.session_config import SessionConfig
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 def _session(run: Path) -> LearningSession:
     return LearningSession(
         SessionConfig(
-            run_dir=run,
+            run_dir=str(run),
             learning=_learning(),
             pacing=PacingConfig(mode="sync", min_transitions=10_000),  # nothing trains: only counting is tested
             buffer=BufferConfig(prefetch=0),

@@ -14,8 +14,8 @@ import pytest
 from test.buffer import factories as f
 from test.conftest import wait_until
 from user.buffer.config import BufferConfig, RateLimiterConfig, StorageConfig
+from user.buffer.disk.directory import segment_path
 from user.buffer.replay import ReplayBuffer
-from user.buffer.storage import segment_path
 from user.learner.config import LearningConfig
 from user.learner.trainer import Trainer, TrainingDataError
 from user.policies.mlp import MLPPolicyConfig

@@ -91,8 +91,8 @@ def test_hardware_on_the_ros_side_is_listed_on_the_zenoh_side(
     registry = Registry(cloud)
     try:
         assert wait_until(lambda: [s.resource_id for s in registry.resources()] == ["arm_b"], 20.0, 0.2)
-        status = registry.get("arm_b")
-        assert status is not None and status.descriptor.site == "lab_b" and status.descriptor.model == "fr3"
+        (status,) = registry.resources()
+        assert status.descriptor.site == "lab_b" and status.descriptor.model == "fr3"
         announcer.close()
         assert wait_until(lambda: registry.resources() == [], 20.0, 0.2)
     finally:

@@ -17,8 +17,8 @@ import pytest
 
 from test.buffer import factories
 from test.conftest import wait_until
-from user.buffer.camera_topics import record
-from user.buffer.segments import Position
+from user.buffer.disk.camera_topics import record
+from user.buffer.disk.segments import Position
 from user.bus.base import BEST_EFFORT
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces import default_codec
@@ -279,7 +279,7 @@ def test_a_learner_whose_training_stopped_ends_as_failed(learner: Any) -> None:
 
 def test_a_learner_whose_publication_halted_ends_as_failed(learner: Any) -> None:
     learner.request_stop = lambda: None
-    learner.session.halted = "training diverged at update call 7: critic_loss is not finite"
+    learner.session.publication.halt("training diverged at update call 7: critic_loss is not finite")
     assert wait_until(lambda: learner.failure is not None, 10.0)
     assert learner.failure == "publication halted: training diverged at update call 7: critic_loss is not finite"
 

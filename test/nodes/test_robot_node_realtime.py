@@ -152,6 +152,12 @@ def _reset_request(node: RobotNode, robot: str, seed: int = 3) -> Any:
     return node.codec.msg_class("user/srv/Reset_Request")(robot_id=robot, seed=seed)
 
 
+def _interventions_received(node: RobotNode, robot: str) -> int:
+    """The interventions the node reports received in its `/diagnostics` (the robot's line)."""
+    (arm,) = [s for s in node.diagnostics() if s.name == f"{robot}: robot"]
+    return int(arm.values["interventions_received"])
+
+
 def test_estop_actions_and_interventions_are_honoured_while_a_slow_reset_runs(
     make_bus: Callable[..., ZenohBus], topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -185,7 +191,7 @@ def test_estop_actions_and_interventions_are_honoured_while_a_slow_reset_runs(
         action.publish(action_to_msg(ahead, probe.codec))
         intervention.publish(action_to_msg(dataclasses.replace(ahead, intervened=True), probe.codec))
         latched = wait_until(lambda: arm.estopped, 15.0)
-        fed = wait_until(lambda: node.gate.policy_version == 77 and node.gate.interventions_received > 0, 15.0)
+        fed = wait_until(lambda: node.gate.policy_version == 77 and _interventions_received(node, robot) > 0, 15.0)
         home_already = slow.release.is_set()
         slow.release.set()
         call.join(30.0)
@@ -222,11 +228,11 @@ def test_a_restarted_robot_node_continues_its_episode_ids(make_bus: Callable[...
     used = first.loop.episode_id
     assert used is not None
     assert first.outbox is not None
-    left = first.outbox.pending()  # completed, never acknowledged (no learner): on disk for the next node
+    left = first.outbox.episodes.pending()  # completed, never acknowledged (no learner): on disk for the next node
     assert len(left) >= 2 and used not in left
     second = started(RobotNode(make_bus("robot2", params)))
     try:
-        assert second.outbox is not None and second.outbox.pending()[: len(left)] == left
+        assert second.outbox is not None and second.outbox.episodes.pending()[: len(left)] == left
         assert wait_until(lambda: second.loop.episode_id is not None, 20.0), second.failed
         assert second.loop.episode_id == used + 1
         assert wait_until(lambda: (second.loop.episode_id or 0) >= used + 2, 30.0), second.failed

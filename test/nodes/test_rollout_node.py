@@ -4,6 +4,8 @@ holds instead). Issue 13, finding 3 and "a robot never moves on bad data"."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -15,11 +17,14 @@ import pytest
 import torch
 
 from test.conftest import wait_until
+from user.acting.session import ActingConfig
+from user.bus.ros_params import ros_params
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import Action, Observation, action_from_msg, observation_to_msg
 from user.interfaces.stamps import header, now_ns
 from user.learner.config import LearningConfig
-from user.policies.gaussian import GaussianPolicy
+from user.nodes.rollout import RolloutParams
+from user.policies.base import Policy
 from user.policies.mlp import MLPPolicyConfig
 from user.runtime.node import Node
 from user.sync.chunking import MSG_TYPE, chunk_to_msg, split_weights
@@ -62,7 +67,7 @@ class Rig:
         with self.lock:
             self.actions.append(action_from_msg(msg))
 
-    def learner(self, make_bus: Callable[..., ZenohBus], name: str) -> tuple[WeightPublisher, GaussianPolicy]:
+    def learner(self, make_bus: Callable[..., ZenohBus], name: str) -> tuple[WeightPublisher, Policy]:
         policy = _learning().build_policy()
         node = Node(make_bus(name))
         return WeightPublisher(node, policy, policy_id="policy", topic=self.topic, publisher=name), policy
@@ -133,7 +138,7 @@ def test_an_action_that_is_not_finite_is_never_sent(
     own.publish_now()
     assert wait_until(lambda: rig.rollout.weights.version == 1, WAIT_S)
 
-    def broken(self: GaussianPolicy, obs: Any, *, deterministic: bool) -> torch.Tensor:
+    def broken(self: Policy, obs: Any, *, deterministic: bool) -> torch.Tensor:
         return torch.full((len(obs), 4), float("nan"))
 
     monkeypatch.setattr(type(rig.rollout.latest), "act_tensor", broken)
@@ -190,3 +195,13 @@ def test_random_steps_act_uniformly_at_random_until_the_learner_has_that_many(
         assert len({a.tobytes() for a in policy}) == 1  # the policy's mean for the same observation
     finally:
         rollout.destroy()
+
+
+def test_each_acting_setting_is_declared_once_and_keeps_its_name() -> None:
+    """The rollout's settings extend the acting session's (`ActingConfig`), under the names users always wrote."""
+    assert issubclass(RolloutParams, ActingConfig)
+    own = inspect.get_annotations(RolloutParams)
+    assert not [f.name for f in dataclasses.fields(ActingConfig) if f.name in own]  # none declared again
+    names = {p.name for p in ros_params(RolloutParams)}
+    acting = {"apply", "deterministic", "wait_for_weights", "start_episode", "random_steps", "sync_timeout_s"}
+    assert acting | {"learning.policy_id", "robots", "mode"} <= names

@@ -11,6 +11,8 @@ from user.report.overview import ReportData, report_data
 from user.report.run_dir import RunData
 
 ROBOTS = ["arm_a", "arm_b", "franka_left", "franka_right"]
+# The report page's sections (their ids), in order, as user.report.page's docstring lists them.
+SECTIONS = ("overview", "missing", "learning-curves", "robots", "pipeline", "buffer", "nodes", "configuration")
 
 
 def long_run(tmp_path: Path) -> ReportData:

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from test.conftest import ENV_REQUIRE_ROS, REPO, free_port, user_cmd
+from test.report.factories import SECTIONS
 from user.buffer.replay import ReplayBuffer
-from user.report.page import SECTIONS
 
 pytest.importorskip("mujoco")
 pytestmark = pytest.mark.timeout(300)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from test.report.factories import SECTIONS
 from user.report.errors import NotARunDirectoryError
-from user.report.page import SECTIONS
 from user.report.run_dir import load_run
 from user.report.write import write_report
 from user.runtime.status import record_exit, write_status

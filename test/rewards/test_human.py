@@ -6,32 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from user.rewards import HumanPress, HumanRewardAggregator, PressMode, RewardError, StepWindow, assign
+from user.rewards import HumanPress, HumanRewardAggregator, PressMode, RewardError, StepWindow
 
 MS = 1_000_000
 
 
 def windows(n: int, start: int = 0, period: int = 100 * MS) -> list[StepWindow]:
     return [StepWindow(i, start + i * period, start + (i + 1) * period) for i in range(n)]
-
-
-def test_assign_puts_each_press_in_its_step() -> None:
-    presses = [
-        HumanPress(150 * MS, 1.0),
-        HumanPress(199 * MS, 0.5),
-        HumanPress(200 * MS, -1.0),
-        HumanPress(900 * MS, 9),
-    ]
-    out, unmatched = assign(windows(3), presses)
-    assert [r.reward for r in out] == [0.0, 1.5, -1.0]
-    assert out[1].presses == 2 and out[1].stamps_ns == [150 * MS, 199 * MS]
-    assert unmatched == 1
-
-
-def test_episode_end_press_marks_its_step() -> None:
-    out, _ = assign(windows(3), [HumanPress(250 * MS, 1.0, PressMode.EPISODE_END, success=True)])
-    assert out[2].episode_end and out[2].success and out[2].reward == 1.0
-    assert not out[0].episode_end
 
 
 def test_aggregator_waits_for_late_presses_then_settles() -> None:

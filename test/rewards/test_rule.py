@@ -1,4 +1,4 @@
-"""Rule reward: distance to the target pose, thresholds, terminal mode, offline relabelling."""
+"""Rule reward: distance to the target pose, thresholds, terminal mode."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from user.config import ConfigError, from_mapping
-from user.interfaces.domain import Action, Observation, Transition
-from user.rewards import RewardError, RewardStep, RuleReward, RuleRewardConfig, relabel
+from user.rewards import RewardError, RewardStep, RuleReward, RuleRewardConfig
 
 DOWN = (1.0, 0.0, 0.0, 0.0)
 
@@ -37,17 +36,6 @@ def test_sparse_terminal_mode_scores_only_the_last_step() -> None:
     assert reward(step(0.5)).reward == 0.0
     assert reward(step(0.5, last=True)).reward == 2.0
     assert reward(step(0.7, last=True)).reward == 0.0
-
-
-def test_relabel_recomputes_a_stored_episode() -> None:
-    def obs(i: int, x: float) -> Observation:
-        return Observation("r", "t", 0, i, step(x).state, i)
-
-    episode = [
-        Transition(obs(i, x), Action("r", 0, i, np.zeros(7)), 0.0, obs(i + 1, x)) for i, x in enumerate((0.7, 0.5))
-    ]
-    values = relabel(RuleReward(RuleRewardConfig(dense=False)), episode)
-    assert [v.reward for v in values] == [0.0, 1.0]
 
 
 def test_config_is_strict_and_validated() -> None:

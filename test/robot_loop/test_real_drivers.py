@@ -25,6 +25,7 @@ from test.robots.test_franka_libfranka import sim_host  # noqa: F401 - the frank
 from test.robots.test_franka_ros import DEFAULTS as FRANKA_ROS2
 from test.robots.test_franka_ros import START as ROS_START
 from test.robots.test_franka_ros import Franka2StandIn
+from user.bus.parameters import ParameterStore
 from user.bus.zenoh_bus import ZenohBus
 from user.config.strict import ConfigError, from_mapping
 from user.interfaces.domain import Action, Transition, action_to_msg, observation_from_msg, transition_from_msg
@@ -38,9 +39,13 @@ from user.robot_loop.gate import SOURCE_POLICY
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.scoring import ExternalScorer, RuleScorer
 from user.robots.arm import ArmRobot
+from user.robots.arx_sdk import ArxSdkConfig
 from user.robots.base import ArmState
 from user.robots.safety import SafetyConfig
+from user.runtime.diagnostics import ERROR, OK, Status
 from user.runtime.node import Node, started
+from user.sim.arx_sim import ARX_TASK_PARAMS
+from user.tasks.pick_place import PickPlace, PickPlaceConfig
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -239,6 +244,44 @@ def test_robot_node_runs_a_real_franka_with_a_camera_and_external_reward(
     assert first[-1].next_observation.state[0] > first[0].observation.state[0] + 0.002
 
 
+def test_the_robot_s_diagnostics_show_its_real_cameras_health(
+    sim_host: str,  # noqa: F811
+    video: Path,
+    make_bus: Callable[..., ZenohBus],
+) -> None:
+    """A real camera's own health (`Camera.health`: frames, errors, a dead stream and why) is in the robot node's
+    `/diagnostics`, beside the images its observations carried."""
+    robot = f"fr_{uuid.uuid4().hex[:6]}"
+    looping = {"driver": "opencv", "device": str(video), "loop": True, "max_age_s": 1.0, "dead_after_periods": 300}
+    params = {
+        "robot_id": robot,
+        "driver": "franka",
+        "host": sim_host,
+        "task": "reach",
+        "reward": "external",
+        "control_rate_hz": 10.0,
+        "hardware": {"ignore_realtime": True},
+        "camera_configs": {"wrist": looping, "front": {"driver": "opencv", "device": str(video), "loop": False}},
+    }
+    node = started(RobotNode(make_bus("robot", params)))
+
+    def camera(name: str) -> Status:
+        (status,) = [s for s in node.diagnostics() if s.name == f"{robot}: camera {name}"]
+        return status
+
+    try:
+        assert wait_until(lambda: camera("wrist").values["frames"] > 10, 15.0), camera("wrist")  # it looped
+        assert wait_until(lambda: camera("front").level == ERROR, 15.0), camera("front")
+        wrist, front = camera("wrist"), camera("front")
+    finally:
+        node.destroy()
+    assert node.failed is None
+    assert wrist.level == OK and wrist.values["errors"] == 0 and wrist.values["last_error"] == ""
+    assert wrist.values["rate_hz"] > 0.0 and wrist.values["age_s"] != ""
+    assert front.message.startswith("dead: stream ended") and "reached its end" in front.message, front.message
+    assert front.values["frames"] == 10 and front.hardware_id == "front"
+
+
 def test_robot_node_runs_franka_ros_with_a_rule_reward(make_bus: Callable[..., ZenohBus], topic: str) -> None:
     """franka_ros connects in the control thread (it waits for franka_ros2's state over the bus)."""
     robot = f"fr_{uuid.uuid4().hex[:6]}"
@@ -301,8 +344,11 @@ def test_robot_node_runs_franka_ros_with_a_rule_reward(make_bus: Callable[..., Z
         ({"reward": "task", "rule": None}, "a real robot has no task"),
         ({"reward": "external"}, "robot.yaml: rule: a setting of reward 'rule', but reward 'external' is selected"),
         ({"hardware": {"hostname": "x"}}, "hardware: unknown key 'hostname'"),
-        ({"hardware": {"robot_id": "other"}}, "hardware.robot_id: set it as the robot node's `robot_id`"),
-        ({"hardware": {"controller": "torque"}}, "hardware: controller: 'torque' is not one of"),
+        ({"hardware": {"robot_id": "other"}}, "hardware.robot_id: set it as `robot_id` beside hardware"),
+        ({"hardware": {"controller": "torque"}}, "hardware.controller: 'torque' is not one of"),
+        ({"hardware": {"safety": {"workspace_min": [0.3, "x", 0.1]}}}, r"hardware.safety.workspace_min\[1\]: expected"),
+        ({"hardware": {"safety": {"gripper": 0.0}}}, "hardware.safety: unknown key 'gripper'; did you mean"),
+        ({"control_rate_hz": 1001.0}, "control_rate_hz: 1001.0 is above the maximum"),
         ({"rule": {"target_position": [0.5, 0.0]}}, "rule"),
         ({"rule": {"mode": "terminal"}}, "rule mode 'terminal'"),
         ({"camera_configs": {"wrist": {"driver": "source"}}}, "driver 'source' is for simulators"),
@@ -313,7 +359,13 @@ def test_robot_node_runs_franka_ros_with_a_rule_reward(make_bus: Callable[..., Z
         ({"realtime": False}, "realtime: false is a simulator setting"),
         ({"safety": {"gripper_max": 0.0}}, "safety: a setting of driver 'sim_franka' or 'sim_arx'"),
         ({"driver": "franka_ros"}, "host: a setting of driver 'franka', but driver 'franka_ros' is selected"),
-        ({"driver": "arx", "host": None, "hardware": {"interface": 3}}, "hardware: interface"),
+        ({"driver": "arx", "host": None, "hardware": {"interface": 3}}, "hardware.interface: expected a string"),
+        (
+            {"driver": "arx", "host": None, "hardware": None, "control_rate_hz": 200.0},
+            r"control_rate_hz \(given to hardware\): 200.0",
+        ),
+        ({"camera_configs": {"wrist": {"driver": "realsense", "widht": 640}}}, "camera_configs.wrist: unknown key"),
+        ({"camera_configs": {"wrist": {"driver": "realsense", "width": -1}}}, "camera_configs.wrist.width: -1 is"),
         ({"driver": "nonsense"}, "driver: 'nonsense' is not one of 'sim_franka'"),
     ],
 )
@@ -355,24 +407,56 @@ def test_sim_arm_safety_settings_go_on_top_of_the_defaults() -> None:
     limits = robot.robot.safety.config  # type: ignore[attr-defined]
     assert limits.gripper_max == 0.0 and limits.workspace_min == (0.3, -0.3, 0.1)
     assert limits.workspace_max == SafetyConfig().workspace_max  # untouched settings keep their defaults
-    with pytest.raises(DriverError, match="safety: unknown key 'gripper'"):
-        build_driver(spec(driver="sim_franka", robot_id="s", safety={"gripper": 0.0}))
-    with pytest.raises(DriverError, match="safety"):
-        build_driver(spec(driver="sim_franka", robot_id="s", safety={"gripper_min": 0.5, "gripper_max": 0.2}))
+    with pytest.raises(ConfigError, match="robot.yaml: safety: unknown key 'gripper'"):  # refused at load
+        spec(driver="sim_franka", robot_id="s", safety={"gripper": 0.0})
+    with pytest.raises(ConfigError, match="safety: gripper_min 0.5 is above gripper_max 0.2"):
+        spec(driver="sim_franka", robot_id="s", safety={"gripper_min": 0.5, "gripper_max": 0.2})
     with pytest.raises(ConfigError, match="safety: a setting of driver 'sim_franka' or 'sim_arx', but driver 'gym'"):
         spec(driver="gym", robot_id="g", gym_env="Pendulum-v1", safety={"gripper_max": 0.0})
+
+
+def test_sim_task_params_parse_into_the_config_of_the_selected_task() -> None:
+    settings = spec(driver="sim_franka", robot_id="s", task="pick_place", task_params={"cube_side": 0.03})
+    assert isinstance(settings.task_params, PickPlaceConfig) and settings.task_params.cube_side == 0.03
+    task = build_driver(settings).robot.task  # type: ignore[attr-defined]
+    assert isinstance(task, PickPlace) and task.config == settings.task_params
+    with pytest.raises(ConfigError, match="robot.yaml: task_params.cube_side: expected a number, got 'big'"):
+        spec(driver="sim_franka", robot_id="s", task="pick_place", task_params={"cube_side": "big"})
+    with pytest.raises(ConfigError, match="task_params: unknown key 'clearance'"):  # a key of peg_insertion's
+        spec(driver="sim_franka", robot_id="s", task="pick_place", task_params={"clearance": 0.001})
+    with pytest.raises(ConfigError, match="driver sim_franka needs a task .*: one of peg_insertion, .*not 'reach'"):
+        spec(driver="sim_franka", robot_id="s", task="reach")
+    arx = build_driver(spec(driver="sim_arx", robot_id="a", task="pick_place")).robot.task  # type: ignore[attr-defined]
+    assert arx.config.tray_x == ARX_TASK_PARAMS["pick_place"]["tray_x"]  # none given: the ARX cell's own layout
 
 
 def test_robot_node_params_check_the_driver_settings_at_load() -> None:
     good = {"driver": "arx", "reward": "external", "hardware": {"interface": "can1"}}
     params = from_mapping(RobotNodeParams, good, where="a.yaml")
-    assert params.hardware == {"interface": "can1"}
+    assert isinstance(params.hardware, ArxSdkConfig) and params.hardware.interface == "can1"  # typed at load
+    assert (params.hardware.robot_id, params.hardware.control_rate_hz) == (params.robot_id, params.control_rate_hz)
     assert isinstance(params, DriverSpec)  # the node's parameters are the driver's settings, not a copy
     with pytest.raises(ConfigError, match=r"a.yaml: driver franka needs host"):
         from_mapping(RobotNodeParams, {"driver": "franka", "reward": "external"}, where="a.yaml")
     with pytest.raises(ConfigError, match="camera_configs.wrist: .*resize"):
         bad_camera = {"wrist": {"driver": "realsense", "resize": [0, 10]}}
         from_mapping(RobotNodeParams, {**good, "camera_configs": bad_camera}, where="a.yaml")
+
+
+def test_typed_sections_go_back_as_the_node_s_ros_parameters() -> None:
+    """A running node gives its settings back as ROS parameters (`hardware`, `camera_configs` and `task_params` as
+    YAML text) and checks a change against them: they must load again to the same settings."""
+    real = {
+        "driver": "franka",
+        "host": "172.16.0.2",
+        "reward": "external",
+        "hardware": {"controller": "waypoint", "safety": {"gripper_max": 0.5}},
+        "camera_configs": {"wrist": {"driver": "realsense", "width": 640}, "top": {"driver": "bus", "topic": "/t"}},
+    }
+    for settings in (real, {"driver": "sim_arx", "task": "pick_place", "task_params": {"cube_side": 0.03}}):
+        params = from_mapping(RobotNodeParams, settings, where="a.yaml")
+        store = ParameterStore(RobotNodeParams, params, lambda new: None, "robot")
+        assert store.check({}) == params
 
 
 def test_franka_ros_and_bus_cameras_need_a_node() -> None:

@@ -8,11 +8,12 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from test.robots.driving import drive_once, watchdog_for_rate
 from user.robots import rotations as rot
 from user.robots.arm import ArmRobot, EStopError
 from user.robots.base import ArmState, NotConnectedError, RobotDescriptor, RobotError
 from user.robots.safety import SafetyConfig
-from user.robots.watchdog import ActionWatchdog, drive_once
+from user.robots.watchdog import ActionWatchdog
 
 DOWN = rot.from_euler(math.pi, 0.0, 0.0)
 START = np.concatenate([[0.5, 0.0, 0.3], DOWN])
@@ -242,7 +243,7 @@ def test_an_invalid_measured_pose_is_refused() -> None:
 
 def test_watchdog_makes_the_arm_hold_within_two_control_periods(arm: PointMassArm) -> None:
     now = [0.0]
-    watchdog = ActionWatchdog.for_control_rate(RATE_HZ, clock=lambda: now[0])
+    watchdog = watchdog_for_rate(RATE_HZ, clock=lambda: now[0])
     start = target_of(arm)
     steps = 0
     last_fed = 0.0

@@ -9,9 +9,10 @@ import mujoco
 import numpy as np
 import pytest
 
+from test.sim.poses import pose_at
 from user.robots import rotations
 from user.robots.arx_sdk import ArxConnectionError, ArxSdkConfig, ArxSdkRobot, eef_to_tool, tool_to_eef
-from user.sim.arx_model import HOME, arx_model, pose_at
+from user.sim.arx_model import HOME, arx_model
 from user.tasks.base import TOOL_DOWN
 
 

@@ -34,7 +34,8 @@ from user.robots.franka_errors import (
     FrankaReflexError,
     translate_error,
 )
-from user.robots.franka_libfranka import FrankaLibfrankaConfig, FrankaLibfrankaRobot
+from user.robots.franka_libfranka import FrankaLibfrankaRobot
+from user.robots.franka_libfranka_config import FrankaLibfrankaConfig
 from user.robots.safety import SafetyConfig
 
 pytestmark = pytest.mark.timeout(60)

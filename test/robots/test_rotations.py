@@ -30,7 +30,7 @@ def as_matrix(q: np.ndarray) -> np.ndarray:
 
 
 def test_identity_and_xyzw_layout() -> None:
-    assert rot.IDENTITY.tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert rot.from_rotvec([0.0, 0.0, 0.0]).tolist() == [0.0, 0.0, 0.0, 1.0]  # no rotation: w last
     half_turn_x = rot.from_rotvec([math.pi, 0.0, 0.0])
     np.testing.assert_allclose(half_turn_x, [1.0, 0.0, 0.0, 0.0], atol=1e-12)
 

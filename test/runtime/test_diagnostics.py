@@ -25,7 +25,6 @@ from user.runtime.diagnostics import (
     Status,
     period_from_env,
     to_message,
-    worst,
 )
 from user.runtime.node import Node
 
@@ -44,7 +43,6 @@ def test_statuses_become_a_diagnostic_array_that_round_trips_cdr() -> None:
         ("arm: camera wrist", ERROR, "dead?", "wrist"),
     ]
     assert {kv.key: kv.value for kv in back.status[0].values} == {"steps": "3", "ratio": "0.1235"}
-    assert worst(statuses) == ERROR and worst([]) == OK
 
 
 def test_a_level_outside_the_standard_four_is_refused() -> None:

@@ -17,11 +17,18 @@ import pytest
 from user.robots.rotations import angle_between, apply_rotvec
 from user.sim.arx_sim import ArxSim
 from user.sim.cameras import SimCameraConfig
+from user.sim.joint_control import JointPdController
 from user.sim.robot import SimFrankaRobot, arx_config
 from user.tasks.base import TOOL_DOWN
 
 POSITION_TOL = 1e-3  # m
 ROTATION_TOL = 0.01  # rad
+
+
+def _pd(sim: ArxSim) -> JointPdController:
+    """The arm's joint PD + IK controller, the one the simulator runs."""
+    assert isinstance(sim.controller, JointPdController)
+    return sim.controller
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +37,7 @@ def sim() -> ArxSim:
 
 
 def test_pd_loop_runs_at_200_hz(sim: ArxSim) -> None:
-    assert sim.pd.decimation * sim.model.opt.timestep == pytest.approx(1.0 / 200.0)
+    assert _pd(sim).decimation * sim.model.opt.timestep == pytest.approx(1.0 / 200.0)
     assert sim.period_s == pytest.approx(0.1)
 
 
@@ -59,10 +66,10 @@ def test_unreachable_orientation_keeps_the_position(sim: ArxSim) -> None:
     sim.command(goal, 1.0)
     sim.advance(20)
     state = sim.read_state()
-    ik = sim.pd.last_ik
+    ik = _pd(sim).last_ik
     assert ik is not None and ik.position_error < 1e-3 and ik.rotation_error > 0.05
     assert np.linalg.norm(state.tcp_pose[:3] - goal[:3]) < 2 * POSITION_TOL
-    assert np.all(state.joint_positions <= np.array(sim.pd.ik.high) + 0.02)
+    assert np.all(state.joint_positions <= np.array(_pd(sim).ik.high) + 0.02)
 
 
 def test_a_nan_action_does_not_move_the_arm(caplog: pytest.LogCaptureFixture) -> None:

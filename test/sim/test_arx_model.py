@@ -6,16 +6,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from user.sim.arx_model import (
-    HOME,
-    JOINT_MAX,
-    JOINT_MIN,
-    TORQUE_LIMITS,
-    arx_model,
-    arx_urdf,
-    parse_urdf,
-    pose_at,
-)
+from test.sim.poses import pose_at
+from user.sim.arx_model import HOME, JOINT_MAX, JOINT_MIN, TORQUE_LIMITS, arx_model, arx_urdf, parse_urdf
 
 
 @pytest.mark.parametrize("variant", ["L5", "X5"])

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
+from test.tasks.runner import evaluate
 from user.sim.cameras import SimCameraConfig
 from user.sim.robot import SimArxRobot, arx_config
-from user.tasks.runner import evaluate
 
 SEEDS = range(40)
 REQUIRED = 0.95

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import numpy as np
 
 from test.conftest import wait_until
+from test.robots.driving import drive_once, watchdog_for_rate
 from user.bus.base import LATCHED
 from user.bus.zenoh_bus import ZenohBus
 from user.robots.estop import EStopTopic
-from user.robots.watchdog import ActionWatchdog, drive_once
 from user.runtime.node import Node
 from user.sim.robot import SimFrankaRobot
 
@@ -35,7 +35,7 @@ def test_stale_action_holds_within_two_periods(make_robot: Callable[..., SimFran
     robot = make_robot()
     period = 1.0 / robot.descriptor.control_rate_hz
     clock = FakeClock()
-    watchdog = ActionWatchdog.for_control_rate(robot.descriptor.control_rate_hz, clock=clock)
+    watchdog = watchdog_for_rate(robot.descriptor.control_rate_hz, clock=clock)
     watchdog.feed(PUSH)
     results = []
     for _ in range(6):  # the action arrives once, then never again

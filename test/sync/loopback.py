@@ -124,9 +124,6 @@ class LoopbackBus:
     def set_parameters(self, changes: Mapping[str, Any]) -> None:
         self._unsupported("parameters")
 
-    def parameter_values(self) -> dict[str, Any]:
-        self._unsupported("parameters")
-
     def declare_token(self, key: str) -> Declared:
         self._unsupported("tokens")
 

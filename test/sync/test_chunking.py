@@ -1,4 +1,5 @@
-"""Chunking core: FlatWeights <-> chunks, and the Assembler's handling of disorder and corruption."""
+"""Chunking core: FlatWeights <-> chunks (`user.sync.chunking`), and the Assembler's handling of disorder and
+corruption (`user.sync.assembler`)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ import torch
 from user.interfaces.codec import default_codec
 from user.policies import FlatWeights, MLPPolicy, MLPPolicyConfig
 from user.policies.base import WeightSpec
+from user.sync.assembler import Assembler
 from user.sync.chunking import (
-    Assembler,
     Chunk,
     chunk_from_msg,
     chunk_to_msg,
     decode_payload,
     encode_payload,
-    join_payload,
     payload_size,
     split_weights,
 )
@@ -32,13 +32,21 @@ def _weights(version: int = 3, seed: int = 0, dtype: torch.dtype | None = None) 
     return policy.get_weights(dtype)
 
 
+def _join(chunks: list[Chunk]) -> FlatWeights:
+    """The one version `chunks` make, put together by an `Assembler` as a robot site receives them."""
+    assembler = Assembler(chunks[0].policy_id)
+    made = [w for w in (assembler.add(c) for c in chunks) if w is not None]
+    assert len(made) == 1, f"{len(made)} versions from {len(chunks)} chunks"
+    return made[0]
+
+
 def test_round_trip_float32_is_exact_across_many_chunks() -> None:
     weights = _weights()
     chunks = split_weights(weights, "arm", chunk_size=100)
     assert len(chunks) > 5
     assert {c.count for c in chunks} == {len(chunks)}
     assert sum(len(c.data) for c in chunks) == chunks[0].total_bytes
-    got = join_payload(chunks)
+    got = _join(chunks)
     assert got.version == 3 and got.spec == weights.spec and got.data.dtype == torch.float32
     assert torch.equal(got.data, weights.data)
 
@@ -49,7 +57,7 @@ def test_round_trip_bfloat16_cast_halves_the_payload_and_loads_into_a_float32_po
     chunks = split_weights(half, "arm", chunk_size=256)
     assert chunks[0].dtype == "bfloat16"
     assert chunks[0].total_bytes < split_weights(full, "arm")[0].total_bytes * 0.6
-    got = join_payload(chunks)
+    got = _join(chunks)
     assert got.data.dtype == torch.bfloat16 and torch.equal(got.data, half.data)
     target = MLPPolicy(MLPPolicyConfig(state_dim=5, action_dim=2, hidden=(16, 16), seed=9))
     target.load_weights(got)
@@ -114,7 +122,7 @@ def test_truncated_version_is_rejected() -> None:
     total = chunks[0].total_bytes
     chunks[-1] = dataclasses.replace(chunks[-1], data=chunks[-1].data[:-3])
     with pytest.raises(ChunkError) as info:
-        join_payload(chunks)
+        _join(chunks)
     assert (info.value.policy_id, info.value.version, info.value.index) == ("arm", 3, len(chunks) - 1)
     assert info.value.reason == f"truncated: {total - 3} of {total} bytes"
 
@@ -167,7 +175,7 @@ def test_chunk_of_another_policy_is_rejected() -> None:
 def test_single_chunk_default_size() -> None:
     chunks = split_weights(_weights(), "arm")
     assert len(chunks) == 1 and isinstance(chunks[0], Chunk)
-    assert join_payload(chunks).version == 3
+    assert _join(chunks).version == 3
 
 
 # ---- boundaries: chunk sizes, incomplete sets, versions, short payloads ------------------------------------
@@ -179,7 +187,7 @@ def test_round_trip_at_chunk_size_one() -> None:
     size = chunks[0].total_bytes
     assert len(chunks) == size and all(len(c.data) == 1 for c in chunks)
     assert [c.index for c in chunks] == list(range(size))
-    assert torch.equal(join_payload(chunks).data, weights.data)
+    assert torch.equal(_join(chunks).data, weights.data)
 
 
 @pytest.mark.parametrize(("delta", "count"), [(-1, 2), (0, 1), (1, 1)])
@@ -189,7 +197,7 @@ def test_round_trip_at_chunk_sizes_around_the_payload_length(delta: int, count: 
     chunks = split_weights(weights, "arm", chunk_size=size + delta)
     assert len(chunks) == count and {c.count for c in chunks} == {count}
     assert [len(c.data) for c in chunks] == ([size - 1, 1] if count == 2 else [size])
-    assert torch.equal(join_payload(chunks).data, weights.data)
+    assert torch.equal(_join(chunks).data, weights.data)
 
 
 @pytest.mark.parametrize("chunk_size", [0, -5])
@@ -201,27 +209,24 @@ def test_a_chunk_size_below_one_byte_is_refused(chunk_size: int) -> None:
 def test_version_minus_one_is_refused_and_version_zero_is_sent() -> None:
     with pytest.raises(ValueError, match="weight versions are non-negative, got -1"):
         split_weights(_weights(version=-1), "arm")
-    assert join_payload(split_weights(_weights(version=0), "arm")).version == 0
+    assert _join(split_weights(_weights(version=0), "arm")).version == 0
 
 
-def test_an_incomplete_chunk_set_is_refused_naming_what_is_missing() -> None:
+def test_an_incomplete_chunk_set_makes_no_version() -> None:
     chunks = split_weights(_weights(), "arm", chunk_size=64)
     for given in (chunks[:-1], chunks[:1]):
-        with pytest.raises(ChunkError) as info:
-            join_payload(given)
-        assert (info.value.policy_id, info.value.version) == ("arm", 3)
-        assert str(info.value) == f"weights of policy 'arm' version 3 chunk {len(given)}: chunks are missing"
-    with pytest.raises(PayloadError, match="^no chunks to join$"):
-        join_payload([])
+        assembler = Assembler("arm")
+        assert all(assembler.add(c) is None for c in given)
+        assert assembler.pending_version == 3 and assembler.completed_version == -1
 
 
 def test_chunks_in_any_order_join_but_relabelled_parts_fail_the_checksum() -> None:
     weights = _weights()
     chunks = split_weights(weights, "arm", chunk_size=64)
-    assert torch.equal(join_payload(chunks[::-1]).data, weights.data)
+    assert torch.equal(_join(chunks[::-1]).data, weights.data)
     swapped = [dataclasses.replace(chunks[0], index=1), dataclasses.replace(chunks[1], index=0), *chunks[2:]]
     with pytest.raises(ChecksumError, match="CRC-32 0x[0-9a-f]{8} does not match 0x[0-9a-f]{8}"):
-        join_payload(swapped)
+        _join(swapped)
 
 
 def test_a_payload_shorter_than_its_prefix_is_refused() -> None:
@@ -308,7 +313,7 @@ def test_flat_weights_that_do_not_match_their_spec_are_refused() -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_weights_without_values_round_trip(dtype: torch.dtype) -> None:
     empty = FlatWeights(torch.zeros(0, dtype=dtype), WeightSpec(("w",), ((0, 3),)), 2)
-    got = join_payload(split_weights(empty, "arm"))
+    got = _join(split_weights(empty, "arm"))
     assert got.data.shape == (0,) and got.data.dtype == dtype and got.spec == empty.spec and got.version == 2
 
 
@@ -322,7 +327,7 @@ def test_a_big_endian_host_refuses_to_send(monkeypatch: pytest.MonkeyPatch) -> N
 def test_weights_on_an_accelerator_are_sent_from_host_memory() -> None:
     weights = _weights()
     on_gpu = FlatWeights(weights.data.to("cuda"), weights.spec, weights.version)
-    assert torch.equal(join_payload(split_weights(on_gpu, "arm", chunk_size=64)).data, weights.data)
+    assert torch.equal(_join(split_weights(on_gpu, "arm", chunk_size=64)).data, weights.data)
 
 
 # ---- whole-version checks and what a refused version must not block (issue 13, finding 3) ------------------

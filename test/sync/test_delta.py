@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from user.policies.base import FlatWeights, WeightSpec
-from user.sync.chunking import Assembler, split_weights
+from user.sync.assembler import Assembler
+from user.sync.chunking import split_weights
 from user.sync.delta import BaseMissingError, DeltaDecoder, DeltaEncoder
 from user.sync.errors import PayloadError
 

@@ -1,4 +1,4 @@
-"""Weight sync over a real Zenoh router: learner bus -> robot bus, applied at the episode boundary."""
+"""Weight sync over a real Zenoh router: learner bus -> robot bus, each whole version applied as it arrives."""
 
 from __future__ import annotations
 
@@ -33,28 +33,21 @@ def _same(a: MLPPolicy, b: MLPPolicy) -> bool:
     return torch.equal(a.get_weights().data, b.get_weights().data)
 
 
-def test_new_version_is_applied_only_at_the_episode_boundary(make_bus: MakeBus, topic: str) -> None:
+def test_every_kth_update_reaches_the_robot(make_bus: MakeBus, topic: str) -> None:
     learner_node, robot_node = _nodes(make_bus)
     learner, robot = _policy(seed=1), _policy(seed=2)
-    before = robot.get_weights().data.clone()
     sub = WeightSubscriber(robot_node, robot, policy_id="arm", topic=topic)
     pub = WeightPublisher(learner_node, learner, policy_id="arm", topic=topic, every_k_updates=3)
     assert [pub.after_update() for _ in range(3)] == [None, None, 1]
-
-    assert sub.wait_for_version(1, DEADLINE_S, applied=False)
-    assert sub.pending_version == 1 and sub.version == 0
-    assert torch.equal(robot.get_weights().data, before)  # mid-episode: still the old weights
-
-    assert sub.at_episode_boundary()
-    assert sub.version == 1 and robot.version == 1 and sub.pending_version is None
+    assert sub.wait_for_version(1, DEADLINE_S)
+    assert sub.version == 1 and robot.version == 1
     assert _same(robot, learner)
-    assert not sub.at_episode_boundary()  # nothing new
 
 
-def test_immediate_mode_applies_on_arrival_and_versions_increase(make_bus: MakeBus, topic: str) -> None:
+def test_a_version_is_applied_on_arrival_and_versions_increase(make_bus: MakeBus, topic: str) -> None:
     learner_node, robot_node = _nodes(make_bus)
     learner, robot = _policy(seed=1), _policy(seed=2)
-    sub = WeightSubscriber(robot_node, robot, policy_id="arm", topic=topic, apply="immediate")
+    sub = WeightSubscriber(robot_node, robot, policy_id="arm", topic=topic)
     pub = WeightPublisher(learner_node, learner, policy_id="arm", topic=topic, dtype=torch.bfloat16, chunk_size=512)
     assert pub.chunks_per_version > 1
     assert pub.publish_now() == 1
@@ -65,7 +58,7 @@ def test_immediate_mode_applies_on_arrival_and_versions_increase(make_bus: MakeB
         next(learner.actor.parameters()).add_(1.0)
     assert pub.publish_now() == 2
     assert sub.wait_for_version(2, DEADLINE_S)
-    assert sub.version == 2 and sub.pending_version is None
+    assert sub.version == 2
     expected = learner.get_weights(torch.bfloat16).data.to(torch.float32)
     assert torch.equal(robot.get_weights().data, expected)
 
@@ -82,15 +75,14 @@ def test_late_joiner_gets_the_latest_whole_version(make_bus: MakeBus, topic: str
 
     robot = _policy(seed=2)
     sub = WeightSubscriber(Node(make_bus("robot")), robot, policy_id="arm", topic=topic, chunk_size=1024)
-    assert sub.wait_for_version(2, DEADLINE_S, applied=False), sub.pending_version
-    assert sub.at_episode_boundary()
+    assert sub.wait_for_version(2, DEADLINE_S), sub.version
     assert sub.version == 2 and _same(robot, learner)
 
 
 def test_other_policy_ids_on_the_topic_are_ignored(make_bus: MakeBus, topic: str) -> None:
     learner_node, robot_node = _nodes(make_bus)
     arm, other, robot = _policy(seed=1), _policy(seed=3), _policy(seed=2)
-    sub = WeightSubscriber(robot_node, robot, policy_id="arm", topic=topic, apply="immediate")
+    sub = WeightSubscriber(robot_node, robot, policy_id="arm", topic=topic)
     WeightPublisher(learner_node, other, policy_id="gripper", topic=topic).publish_now()
     WeightPublisher(learner_node, arm, policy_id="arm", topic=topic).publish_now()
     assert sub.wait_for_version(1, DEADLINE_S)
@@ -108,8 +100,7 @@ def test_large_policy_arrives_intact_in_chunks(make_bus: MakeBus, topic: str, ca
     pub = WeightPublisher(learner_node, learner, policy_id="arm", topic=topic)
     assert pub.chunks_per_version >= 5
     pub.publish_now()
-    assert sub.wait_for_version(1, 20.0, applied=False)
-    assert sub.at_episode_boundary()
+    assert sub.wait_for_version(1, 20.0)
     assert _same(robot, learner) and sub.rejected == 0
     assert wait_until(lambda: "now acts with weights version 1" in caplog.text, 1.0)
 
@@ -118,7 +109,7 @@ def test_corrupt_version_on_the_wire_is_rejected_and_never_applied(make_bus: Mak
     learner_node, robot_node = _nodes(make_bus)
     learner, robot = _policy(seed=1), _policy(seed=2)
     before = robot.get_weights().data.clone()
-    sub = WeightSubscriber(robot_node, robot, policy_id="arm", topic=topic, apply="immediate")
+    sub = WeightSubscriber(robot_node, robot, policy_id="arm", topic=topic)
     raw = learner_node.create_publisher(topic, MSG_TYPE)
     assert raw.raw.wait_for_subscribers(DEADLINE_S)  # type: ignore[attr-defined]
     learner.version = 7
@@ -138,7 +129,7 @@ def test_stalled_version_makes_the_subscriber_ask_for_a_resend(make_bus: MakeBus
     learner, robot = _policy(seed=1), _policy(seed=2)
     asks: list[str] = []
     learner_node.create_subscription(resend_topic(topic), "std_msgs/msg/String", lambda m: asks.append(m.data))
-    sub = WeightSubscriber(robot_node, robot, policy_id="arm", topic=topic, apply="immediate", resend_period_s=0.2)
+    sub = WeightSubscriber(robot_node, robot, policy_id="arm", topic=topic, resend_period_s=0.2)
     assert wait_until(lambda: len(asks) >= 1, DEADLINE_S)  # no weights yet: it asks
     raw = learner_node.create_publisher(topic, MSG_TYPE)
     assert raw.raw.wait_for_subscribers(DEADLINE_S)  # type: ignore[attr-defined]
@@ -175,9 +166,7 @@ def test_publisher_republishes_the_newest_version_on_request(make_bus: MakeBus, 
 def test_a_late_joiner_amid_deltas_gets_a_keyframe_then_follows(make_bus: Callable[..., ZenohBus], topic: str) -> None:
     learner = _policy(1, (64, 64), 8)
     pub = WeightPublisher(Node(make_bus("learner")), learner, policy_id="arm", topic=topic, delta=True)
-    first = WeightSubscriber(
-        Node(make_bus("first")), _policy(2, (64, 64), 8), policy_id="arm", topic=topic, apply="immediate"
-    )
+    first = WeightSubscriber(Node(make_bus("first")), _policy(2, (64, 64), 8), policy_id="arm", topic=topic)
     for version in range(1, 4):
         with torch.no_grad():
             for p in learner.actor.parameters():
@@ -185,7 +174,7 @@ def test_a_late_joiner_amid_deltas_gets_a_keyframe_then_follows(make_bus: Callab
         assert pub.publish_now() == version
         assert first.wait_for_version(version, 10.0)
     late_policy = _policy(3, (64, 64), 8)
-    late = WeightSubscriber(Node(make_bus("late")), late_policy, policy_id="arm", topic=topic, apply="immediate")
+    late = WeightSubscriber(Node(make_bus("late")), late_policy, policy_id="arm", topic=topic)
     assert late.wait_for_version(3, 20.0)  # the cached delta could not decode: it asked, and got version 3 whole
     assert late.resend_requests >= 1
     assert torch.equal(late_policy.get_weights().data, learner.get_weights().data)

@@ -19,7 +19,8 @@ from user.policies import FlatWeights, MLPPolicy, MLPPolicyConfig
 from user.policies.base import PolicyError
 from user.runtime.node import Node
 from user.sync import PayloadError, WeightPublisher, WeightSubscriber
-from user.sync.chunking import MSG_TYPE, Chunk, chunk_count, chunk_from_msg, chunk_to_msg, join_payload, split_weights
+from user.sync.assembler import Assembler
+from user.sync.chunking import MSG_TYPE, Chunk, chunk_count, chunk_from_msg, chunk_to_msg, split_weights
 from user.sync.publisher import REQUEST_TYPE, resend_topic
 
 TOPIC = "/weights"
@@ -32,6 +33,14 @@ def _policy(seed: int, hidden: tuple[int, ...] = (8,)) -> MLPPolicy:
 
 def _same(a: MLPPolicy, b: MLPPolicy) -> bool:
     return torch.equal(a.get_weights().data, b.get_weights().data)
+
+
+def _join(chunks: list[Chunk]) -> FlatWeights:
+    """The one version `chunks` make, put together by an `Assembler` as a robot site receives them."""
+    assembler = Assembler(chunks[0].policy_id)
+    made = [w for w in (assembler.add(c) for c in chunks) if w is not None]
+    assert len(made) == 1, f"{len(made)} versions from {len(chunks)} chunks"
+    return made[0]
 
 
 def _chunks_on(net: Loopback, topic: str = TOPIC) -> list[Chunk]:
@@ -126,7 +135,7 @@ def test_a_published_version_is_the_policy_s_weights_in_equal_chunks(net: Loopba
     assert {(c.policy_id, c.version, c.count, c.dtype) for c in chunks} == {("arm", 1, len(chunks), "float32")}
     assert {c.publisher for c in chunks} == {""}  # a publisher given no name names none
     assert all(len(c.data) <= 256 for c in chunks)
-    got = join_payload(chunks)
+    got = _join(chunks)
     assert got.version == 1 and torch.equal(got.data, learner.get_weights().data)
 
 
@@ -136,13 +145,12 @@ def test_weights_are_sent_in_the_wire_dtype(net: Loopback) -> None:
     pub.publish_now()
     chunks = _chunks_on(net)
     assert {c.dtype for c in chunks} == {"bfloat16"} and len(chunks) == pub.chunks_per_version
-    assert torch.equal(join_payload(chunks).data, learner.get_weights(torch.bfloat16).data)
+    assert torch.equal(_join(chunks).data, learner.get_weights(torch.bfloat16).data)
 
 
 def test_the_topic_is_reliable_and_latched_with_one_version_of_history(net: Loopback) -> None:
     learner = _policy(1, hidden=(32, 32))
     pub = _publisher(net, learner, chunk_size=300)
-    assert pub.topic == TOPIC
     (declared,) = net.find("publisher", TOPIC)
     assert declared.typename == MSG_TYPE
     assert declared.qos.reliable and declared.qos.latched and declared.qos.depth == pub.chunks_per_version
@@ -160,8 +168,8 @@ def test_a_late_joiner_gets_exactly_the_newest_version(net: Loopback) -> None:
     assert [len(h) for h in net.history.values()] == [pub.chunks_per_version]
     robot = _policy(2, hidden=(32, 32))
     sub = _subscriber(net, robot, chunk_size=256)
-    assert sub.pending_version == 2 and sub.received_versions == 1 and sub.rejected == 0
-    assert sub.at_episode_boundary() and _same(robot, learner)
+    assert sub.version == 2 and sub.received_versions == 1 and sub.rejected == 0
+    assert _same(robot, learner)
 
 
 def test_resend_topic_is_beside_the_weight_topic() -> None:
@@ -210,11 +218,6 @@ def test_closing_the_publisher_undeclares_its_topic_and_request_subscription(net
 # ---- subscriber ----------------------------------------------------------------------------------------
 
 
-def test_the_apply_mode_is_checked(net: Loopback) -> None:
-    with pytest.raises(ValueError, match=r"apply must be one of \('episode_boundary', 'immediate'\), got 'later'"):
-        _subscriber(net, _policy(2), apply="later")
-
-
 def test_the_subscription_is_latched_deep_enough_for_the_widest_dtype(net: Loopback) -> None:
     robot = _policy(2, hidden=(32, 32))
     _subscriber(net, robot, chunk_size=256, resend_period_s=0.25)
@@ -227,21 +230,19 @@ def test_the_subscription_is_latched_deep_enough_for_the_widest_dtype(net: Loopb
     assert timer.topic == "0.25"
 
 
-def test_a_version_waits_for_the_episode_boundary(net: Loopback) -> None:
+def test_the_snapshot_is_the_version_in_use(net: Loopback) -> None:
     learner, robot = _policy(1), _policy(2)
     before = robot.get_weights().data.clone()
     sub = _subscriber(net, robot)
+    snap = sub.snapshot()
+    assert snap.version == 0 and torch.equal(snap.data, before)
     _publisher(net, learner).publish_now()
-    assert sub.pending_version == 1 and sub.version == 0 and sub.received_versions == 1
-    assert torch.equal(robot.get_weights().data, before) and sub.snapshot().version == 0
-    assert sub.at_episode_boundary()
-    assert sub.version == 1 and sub.pending_version is None and _same(robot, learner)
+    assert sub.version == 1 and sub.received_versions == 1 and _same(robot, learner)
     snap = sub.snapshot()
     assert snap.version == 1 and torch.equal(snap.data, learner.get_weights().data)
-    assert not sub.at_episode_boundary()  # nothing new
 
 
-def test_the_boundary_applies_the_newest_of_several_received_versions(net: Loopback) -> None:
+def test_each_received_version_is_applied_and_the_newest_is_in_use(net: Loopback) -> None:
     learner, robot = _policy(1), _policy(2)
     sub = _subscriber(net, robot)
     pub = _publisher(net, learner)
@@ -249,13 +250,13 @@ def test_the_boundary_applies_the_newest_of_several_received_versions(net: Loopb
     with torch.no_grad():
         next(learner.actor.parameters()).add_(1.0)
     pub.publish_now()
-    assert sub.pending_version == 2 and sub.received_versions == 2
-    assert sub.at_episode_boundary() and sub.version == 2 and _same(robot, learner)
+    assert sub.received_versions == 2
+    assert sub.version == 2 and _same(robot, learner)
 
 
 def test_an_older_version_arriving_late_is_ignored(net: Loopback) -> None:
     learner, robot = _policy(1), _policy(2)
-    sub = _subscriber(net, robot, apply="immediate")
+    sub = _subscriber(net, robot)
     learner.version = 1
     old = split_weights(learner.get_weights(), "arm")
     _publisher(net, learner).publish_now()  # version 2
@@ -263,30 +264,29 @@ def test_an_older_version_arriving_late_is_ignored(net: Loopback) -> None:
     assert sub.version == 2 and sub.received_versions == 1 and sub.rejected == 0
 
 
-def test_immediate_mode_applies_on_arrival(net: Loopback, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_version_is_applied_on_arrival(net: Loopback, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="user.sync")
     learner, robot = _policy(1), _policy(2)
-    sub = _subscriber(net, robot, apply="immediate")
+    sub = _subscriber(net, robot)
     _publisher(net, learner).publish_now()
-    assert sub.version == 1 and sub.pending_version is None and _same(robot, learner)
-    assert not sub.at_episode_boundary()
+    assert sub.version == 1 and _same(robot, learner)
     assert "received weights of policy 'arm' version 1" in caplog.messages
     assert "policy 'arm' now acts with weights version 1" in caplog.messages
 
 
 def test_an_incomplete_version_is_never_applied(net: Loopback) -> None:
     learner, robot = _policy(1, hidden=(32, 32)), _policy(2, hidden=(32, 32))
-    sub = _subscriber(net, robot, apply="immediate", chunk_size=256)
+    sub = _subscriber(net, robot, chunk_size=256)
     learner.version = 1
     _send(net, split_weights(learner.get_weights(), "arm", 256)[:-1])
     assert sub.version == 0 and sub.received_versions == 0 and sub.rejected == 0
-    assert not sub.wait_for_version(1, 0.0, applied=False)
+    assert not sub.wait_for_version(1, 0.0)
 
 
 def test_a_corrupt_version_is_rejected_counted_and_logged(net: Loopback, caplog: pytest.LogCaptureFixture) -> None:
     learner, robot = _policy(1), _policy(2)
     before = robot.get_weights().data.clone()
-    sub = _subscriber(net, robot, apply="immediate")
+    sub = _subscriber(net, robot)
     learner.version = 1
     (chunk,) = split_weights(learner.get_weights(), "arm")
     _send(net, [Chunk(**{**chunk.__dict__, "crc32": chunk.crc32 ^ 1})])
@@ -302,7 +302,7 @@ def test_weights_of_another_layout_are_rejected(net: Loopback, caplog: pytest.Lo
     robot = _policy(2)
     sub = _subscriber(net, robot)
     _publisher(net, _policy(1, hidden=(16,))).publish_now()
-    assert sub.rejected == 1 and sub.received_versions == 0 and sub.pending_version is None
+    assert sub.rejected == 1 and sub.received_versions == 0 and sub.version == 0
     assert (
         "refused weights: weights of policy 'arm' version 1: weights do not fit the policy (parameter names or shapes "
         "differ)" in caplog.messages
@@ -311,7 +311,7 @@ def test_weights_of_another_layout_are_rejected(net: Loopback, caplog: pytest.Lo
 
 def test_chunks_of_other_policies_are_ignored_not_rejected(net: Loopback) -> None:
     robot = _policy(2)
-    sub = _subscriber(net, robot, apply="immediate")
+    sub = _subscriber(net, robot)
     WeightPublisher(Node(net.bus("other")), _policy(3), policy_id="gripper", topic=TOPIC).publish_now()
     assert sub.rejected == 0 and sub.version == 0 and sub.received_versions == 0
 
@@ -329,29 +329,24 @@ def test_weights_the_policy_refuses_are_counted_and_it_keeps_its_own(
     robot = RefusingPolicy(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(8,), seed=2))
     sub = _subscriber(net, robot)
     _publisher(net, _policy(1)).publish_now()
-    assert not sub.at_episode_boundary()
-    assert sub.rejected == 1 and sub.version == 0 and sub.pending_version is None
+    assert sub.rejected == 1 and sub.version == 0
     assert "refused weights: could not apply weights of policy 'arm' version 1: device lost" in caplog.messages
     _request(net, "arm")  # the publisher sends version 1 again: received again, refused again
-    assert not sub.at_episode_boundary()
-    assert sub.rejected == 2 and sub.received_versions == 2 and sub.refusals.counts == {"apply": 2}
+    assert sub.rejected == 2 and sub.version == 0 and sub.received_versions == 2 and sub.refusals.counts == {"apply": 2}
 
 
-def test_wait_for_version_received_or_applied(net: Loopback) -> None:
+def test_wait_for_version_is_true_once_that_version_or_a_newer_one_is_in_use(net: Loopback) -> None:
     learner, robot = _policy(1), _policy(2)
     sub = _subscriber(net, robot)
-    assert not sub.wait_for_version(1, 0.0, applied=False)
+    assert not sub.wait_for_version(1, 0.0)
     _publisher(net, learner).publish_now()
-    assert sub.wait_for_version(1, 0.0, applied=False)
-    assert not sub.wait_for_version(2, 0.0, applied=False)
-    assert not sub.wait_for_version(1, 0.0)  # received, not applied yet
-    sub.at_episode_boundary()
     assert sub.wait_for_version(1, 0.0) and sub.wait_for_version(0, 0.0)
+    assert not sub.wait_for_version(2, 0.0)
 
 
 def test_wait_for_version_wakes_when_the_version_arrives(net: Loopback) -> None:
     learner, robot = _policy(1), _policy(2)
-    sub = _subscriber(net, robot, apply="immediate")
+    sub = _subscriber(net, robot)
     pub = _publisher(net, learner)
     result: list[bool] = []
     waiter = threading.Thread(target=lambda: result.append(sub.wait_for_version(1, 30.0)))
@@ -390,7 +385,7 @@ def test_the_subscriber_stops_asking_once_a_version_arrived(net: Loopback, clock
 
 def test_a_stalled_version_is_asked_for_again_and_completed_by_the_resend(net: Loopback, clock: FakeTime) -> None:
     learner, robot = _policy(1, hidden=(32, 32)), _policy(2, hidden=(32, 32))
-    sub = _subscriber(net, robot, apply="immediate", chunk_size=256, resend_period_s=1.0)
+    sub = _subscriber(net, robot, chunk_size=256, resend_period_s=1.0)
     pub = _publisher(net, learner, chunk_size=256, min_resend_interval_s=0.0)
     pub.publish_now()
     assert sub.version == 1
@@ -440,7 +435,7 @@ def test_weights_that_are_not_finite_are_not_applied_though_their_checksum_is_va
 ) -> None:
     learner, robot = _policy(1), _policy(2)
     before = robot.get_weights().data.clone()
-    sub = _subscriber(net, robot, apply="immediate")
+    sub = _subscriber(net, robot)
     name = _poisoned(learner, value)
     learner.version = 23
     _send(net, split_weights(learner.get_weights(), "arm"))  # a valid CRC over the bad values
@@ -460,7 +455,7 @@ def test_weights_that_are_not_finite_are_not_applied_though_their_checksum_is_va
 
 def test_a_rejected_version_with_a_huge_number_does_not_hold_later_versions_back(net: Loopback) -> None:
     learner, robot = _policy(1), _policy(2)
-    sub = _subscriber(net, robot, apply="immediate")
+    sub = _subscriber(net, robot)
     other = _policy(1, hidden=(16,))  # a whole, checksummed version of another layout
     other.version = 2**40
     _send(net, split_weights(other.get_weights(), "arm"))
@@ -476,7 +471,7 @@ def test_a_rejected_version_with_a_huge_number_does_not_hold_later_versions_back
 
 def test_an_unfinished_version_with_a_huge_number_does_not_hold_later_versions_back(net: Loopback) -> None:
     learner, robot = _policy(1, hidden=(32, 32)), _policy(2, hidden=(32, 32))
-    sub = _subscriber(net, robot, apply="immediate", chunk_size=256)
+    sub = _subscriber(net, robot, chunk_size=256)
     stalled = _policy(3, hidden=(32, 32))
     stalled.version = 2**40
     _send(net, split_weights(stalled.get_weights(), "arm", 256)[:1])  # its other chunks never come
@@ -500,7 +495,7 @@ def test_a_version_the_policy_could_not_take_is_taken_when_sent_again(net: Loopb
 
     learner = _policy(1)
     robot = RefusingOnce(MLPPolicyConfig(state_dim=3, action_dim=2, hidden=(8,), seed=2))
-    sub = _subscriber(net, robot, apply="immediate")
+    sub = _subscriber(net, robot)
     learner.version = 1
     chunks = split_weights(learner.get_weights(), "arm")
     _send(net, chunks)
@@ -511,7 +506,7 @@ def test_a_version_the_policy_could_not_take_is_taken_when_sent_again(net: Loopb
 
 def test_only_the_configured_publisher_s_versions_are_taken(net: Loopback) -> None:
     robot = _policy(2)
-    sub = _subscriber(net, robot, apply="immediate", publisher="learner_a")
+    sub = _subscriber(net, robot, publisher="learner_a")
     stranger = WeightPublisher(Node(net.bus("b")), _policy(3), policy_id="arm", topic=TOPIC, publisher="learner_b")
     stranger.publish_now()
     anonymous = _policy(4)
@@ -527,7 +522,7 @@ def test_only_the_configured_publisher_s_versions_are_taken(net: Loopback) -> No
 
 def test_a_subscriber_without_a_publisher_takes_any(net: Loopback) -> None:
     robot = _policy(2)
-    sub = _subscriber(net, robot, apply="immediate")
+    sub = _subscriber(net, robot)
     learner = _policy(1)
     WeightPublisher(Node(net.bus("b")), learner, policy_id="arm", topic=TOPIC, publisher="learner_b").publish_now()
     assert sub.version == 1 and _same(robot, learner)
@@ -543,7 +538,7 @@ def test_the_publisher_refuses_weights_that_are_not_finite(net: Loopback) -> Non
         pub.publish_now()
     assert pub.version == learner.version == 1
     assert {c.version for c in _chunks_on(net)} == {1}  # nothing of version 2 went out
-    late = _subscriber(net, _policy(2), apply="immediate")  # a late joiner still gets the last good version
+    late = _subscriber(net, _policy(2))  # a late joiner still gets the last good version
     assert late.version == 1 and torch.equal(late.snapshot().data, good)
     with torch.no_grad():
         learner._flat.buffer.copy_(good)

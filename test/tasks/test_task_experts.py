@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
+from test.tasks.runner import evaluate
 from user.sim.robot import SimFrankaRobot
-from user.tasks.runner import evaluate
 
 SEEDS = range(40)
 REQUIRED = 0.95

@@ -7,7 +7,17 @@ import pytest
 
 from user.config import ConfigError
 from user.sim.robot import SimFrankaRobot
-from user.tasks import TASKS, ButtonPress, PegInsertion, PickPlace, TaskError, make_task
+from user.tasks import (
+    TASKS,
+    ButtonPress,
+    ButtonPressConfig,
+    PegInsertion,
+    PegInsertionConfig,
+    PickPlace,
+    PickPlaceConfig,
+    TaskError,
+    make_task,
+)
 from user.tasks.button_press import COLOURS
 
 
@@ -31,6 +41,12 @@ def test_settings_reach_the_task() -> None:
     task = make_task("peg_insertion", {"clearance": 0.001, "max_steps": 50})
     assert isinstance(task, PegInsertion)
     assert task.config.clearance == 0.001 and task.max_steps == 50
+    config = PickPlaceConfig(cube_side=0.03)
+    built = make_task("pick_place", config)  # a parsed config (the robot node's task_params) is taken as it is
+    assert isinstance(built, PickPlace) and built.config is config
+    with pytest.raises(TaskError, match="task peg_insertion: expected a PegInsertionConfig or its settings"):
+        make_task("peg_insertion", config)
+    assert [TASKS.settings_class(name) for name in TASKS] == [PegInsertionConfig, PickPlaceConfig, ButtonPressConfig]
 
 
 @pytest.mark.parametrize("task", ["peg_insertion", "pick_place", "button_press"])

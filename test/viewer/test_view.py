@@ -29,7 +29,8 @@ from user.interfaces.codec import default_codec
 pytestmark = pytest.mark.timeout(240)
 
 START_S = 90.0  # a robot node (MuJoCo) running, on a loaded 2-core machine
-REDISCOVERED_S = 20.0  # a topic announced is served within this (the viewer looks for new topics every 0.5 s)
+REDISCOVERED_S = 60.0  # a topic announced is served within this (the viewer looks for new topics every 0.5 s)
+ARRIVE_S = 90.0  # a served topic's messages reach the client, on a loaded 2-core machine
 ROBOT = "franka_left"
 JOINTS = f"/{ROBOT}/joint_states"
 UNKNOWN = "/viewer_mystery"
@@ -90,6 +91,7 @@ def _check_channels(client: FoxgloveClient, announced: dict[str, list[str]]) -> 
         assert channel["schema"] == codec.definition(types[0])
 
 
+@pytest.mark.timeout(600)  # the sum of its deadlines, each generous for a loaded machine
 def test_view_serves_a_running_sim_deployment_to_a_foxglove_client(
     procs: Callable[..., LoggedProcess], watcher: ZenohBus, router_endpoint: str, domain: str
 ) -> None:
@@ -106,7 +108,7 @@ def test_view_serves_a_running_sim_deployment_to_a_foxglove_client(
         announced = watcher.topic_names_and_types(1.0)
         served = {t for t, types in announced.items() if t != UNKNOWN and all(codec.has_type(x) for x in types)}
         assert JOINTS in served and f"/{ROBOT}/observation" in served
-        assert client.pump_until(lambda: served <= {c["topic"] for c in client.channels.values()}, 30.0), (
+        assert client.pump_until(lambda: served <= {c["topic"] for c in client.channels.values()}, ARRIVE_S), (
             sorted(served - {c["topic"] for c in client.channels.values()}),
             viewer.text(),
         )
@@ -118,7 +120,7 @@ def test_view_serves_a_running_sim_deployment_to_a_foxglove_client(
         assert joints is not None and joints["schemaName"] == "sensor_msgs/msg/JointState"
         before_ns = time.time_ns()
         sub = client.subscribe(joints["id"])
-        assert client.pump_until(lambda: len(client.messages_of(sub)) >= 5, 30.0)
+        assert client.pump_until(lambda: len(client.messages_of(sub)) >= 5, ARRIVE_S), viewer.text()
         after_ns = time.time_ns()
         # logged at arrival, on the wall clock: not the message's own stamp (a simulated arm's is simulation time)
         assert all(before_ns <= m.log_time_ns <= after_ns for m in client.messages_of(sub))
@@ -134,7 +136,7 @@ def test_view_serves_a_running_sim_deployment_to_a_foxglove_client(
         code, _ = viewer.stop(signal.SIGINT, 30.0)
         assert code == 0, viewer.text()
         with pytest.raises(ConnectionClosed):
-            client.pump_until(lambda: False, 10.0)
+            client.pump_until(lambda: False, 30.0)  # after what was queued for it, the client sees the close
     finally:
         client.close()
 
@@ -146,13 +148,14 @@ def _check_late_topic(
     codec = default_codec()
     procs(*user_cmd("node", "talker", "--name", "late_talker", "-p", f"topic:={LATE}", "-p", "rate_hz:=5.0"))
     assert wait_until(lambda: LATE in watcher.topic_names_and_types(0.3), START_S), "the talker did not start"
-    # announced now: the viewer looks every 0.5 s, so this deadline spans dozens of its looks
+    # announced now: the viewer looks every 0.5 s, so this deadline spans a hundred of its looks
     assert client.pump_until(lambda: client.channel(LATE) is not None, REDISCOVERED_S), viewer.text()
     late = client.channel(LATE)
     assert late is not None and late["schemaName"] == "std_msgs/msg/String"
     assert late["schema"] == codec.definition("std_msgs/msg/String")
     sub = client.subscribe(late["id"])
-    assert client.pump_until(lambda: len(client.messages_of(sub)) >= 2, 30.0)
+    arrived = client.pump_until(lambda: len(client.messages_of(sub)) >= 2, ARRIVE_S)
+    assert arrived, (len(client.messages_of(sub)), viewer.text())
     texts = [codec.decode(m.payload, "std_msgs/msg/String").data for m in client.messages_of(sub)]
     assert all(t.startswith("Hello World: ") for t in texts), texts
 

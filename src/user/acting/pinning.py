@@ -56,10 +56,6 @@ class PinnedPolicies:
         """The policy copy of `version` (one some robot is pinned to)."""
         return self._policies[version]
 
-    def pinned(self, robot: str) -> int | None:
-        """The version `robot` is pinned to, if it acted yet."""
-        return self._pinned.get(robot)
-
     @property
     def versions(self) -> list[int]:
         """The versions held as policy copies, oldest first."""

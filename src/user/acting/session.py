@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from user.acting.pinning import PinnedPolicies, WeightSource
+from user.config.strict import setting
 from user.interfaces.domain import Action, Observation
 from user.interfaces.refusals import Refusals
 from user.interfaces.validate import InvalidMessageError, check_action, check_observation
@@ -52,15 +53,24 @@ _Selected = tuple[Observation, float, np.ndarray]  # ... and the state the polic
 
 @dataclass(frozen=True)
 class ActingConfig:
-    """How a session acts; the rollout node's parameters of the same names."""
+    """How a session acts, declared once: the rollout node's settings extend it (`RolloutParams`)."""
 
-    learning: LearningConfig  # the policy (must match the learner's)
-    apply: Literal["episode_boundary", "immediate"] = "episode_boundary"  # when a robot switches to new weights
-    deterministic: bool = False  # act with the mean action (evaluation) instead of sampling (exploration)
-    wait_for_weights: bool = True  # answer nothing before the first weights arrived (the robot holds)
-    start_episode: int = 0  # answer only episodes with this id or later (earlier: demos by an expert)
-    random_steps: int = 0  # act uniformly at random until the learner has received this many transitions
-    sync_timeout_s: float = 600.0  # sync mode: longest wait for the version trained on a robot's episode, s
+    learning: LearningConfig = setting(LearningConfig(), "policy (must match the learner's)")
+    apply: Literal["episode_boundary", "immediate"] = setting(
+        "episode_boundary", "when a robot switches to new weights"
+    )
+    deterministic: bool = setting(False, "act with the mean action (evaluation) instead of sampling (exploration)")
+    wait_for_weights: bool = setting(True, "do not act before the first weights arrived (the robot holds)")
+    start_episode: int = setting(0, "answer only episodes with this id or later (earlier: demos by an expert)", min=0)
+    random_steps: int = setting(
+        0,
+        "act uniformly at random in [-1, 1] until the learner has received this many transitions (its stats' "
+        "env_steps), as standard SAC warms up (CleanRL: 5000 steps); 0 = act with the policy from the start",
+        min=0,
+    )
+    sync_timeout_s: float = setting(
+        600.0, "sync: longest wait for the learner's version trained on a robot's episode, s", min=0.1
+    )
 
 
 class ActingSession:

@@ -1,18 +1,19 @@
-"""What only the learner holds: the `Algorithm` interface, typed torch batches, stats and checkpoints."""
+"""What only the learner holds: the `Algorithm` interface, the settings class of each kind that builds it
+(`AlgorithmConfig`), typed torch batches, stats and checkpoint state."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
 from user.buffer.batch import TransitionBatch
+from user.buffer.config import SamplerConfig
 from user.policies.base import Policy, TensorObs
 
 
@@ -106,8 +107,25 @@ class Algorithm(ABC):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what `state_dict` returned."""
 
-    def save(self, path: str | Path) -> None:
-        torch.save(self.state_dict(), Path(path))
 
-    def load(self, path: str | Path) -> None:
-        self.load_state_dict(torch.load(Path(path), weights_only=True, map_location="cpu"))
+class AlgorithmConfig(ABC):
+    """The settings of one algorithm kind, and what builds that algorithm from them: the section a learner selects
+    by name (`user.algorithms.registry`), with what the algorithm asks of the learner's batches and buffer."""
+
+    trains: ClassVar[type[object]] = Policy  # the policy classes it can train: this one and its subclasses
+
+    @abstractmethod
+    def build(self, policy: Policy, seed: int) -> Algorithm:
+        """The algorithm training `policy`, its random draws seeded with `seed`."""
+
+    @abstractmethod
+    def rows_per_update(self) -> int:
+        """Rows of the batch one `update` call takes."""
+
+    @abstractmethod
+    def gradient_steps_per_update(self) -> int:
+        """Gradient (critic) steps one `update` call takes."""
+
+    def auto_sampler(self, sampler: SamplerConfig) -> SamplerConfig:
+        """What the buffer's `auto` sampler becomes for this algorithm: `sampler` as it is unless it says otherwise."""
+        return sampler

@@ -7,20 +7,39 @@ sampler can feed it directly; rows that are neither intervened nor demos are dro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
-from user.algorithms.base import TorchBatch
+from user.algorithms.base import AlgorithmConfig, TorchBatch
 from user.algorithms.bc import BC, BCConfig
+from user.buffer.config import SamplerConfig
 from user.config import setting
 from user.policies.base import Policy
+from user.policies.gaussian import GaussianPolicy
 
 
 @dataclass(frozen=True)
-class HGDaggerConfig:
+class HGDaggerConfig(AlgorithmConfig):
     """HG-DAgger settings."""
 
     bc: BCConfig = setting(BCConfig(), "the behaviour-cloning step")
     use_demos: bool = setting(True, "also imitate rows marked as demonstrations")
+
+    trains: ClassVar[type[object]] = GaussianPolicy  # its imitation loss by kind (mse, nll); a flow policy has none
+
+    def build(self, policy: Policy, seed: int) -> HGDagger:
+        del seed  # behaviour cloning draws nothing at random
+        return HGDagger(policy, self)
+
+    def rows_per_update(self) -> int:
+        return self.bc.batch_size
+
+    def gradient_steps_per_update(self) -> int:
+        return 1
+
+    def auto_sampler(self, sampler: SamplerConfig) -> SamplerConfig:
+        """The intervention sampler: it learns from the human's corrections."""
+        return replace(sampler, kind="intervention")
 
 
 class HGDagger(BC):

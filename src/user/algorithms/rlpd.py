@@ -13,15 +13,16 @@ defaults) and batch composition:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from user.algorithms.base import TrainingStats
 from user.algorithms.sac import SAC, SACConfig
 from user.buffer.batch import TransitionBatch
+from user.buffer.config import SamplerConfig
 from user.config import setting
-from user.policies.gaussian import GaussianPolicy
+from user.policies.base import Policy
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,20 @@ class RLPDConfig(SACConfig):
             raise ValueError(f"critic_subsample ({self.critic_subsample}) exceeds num_critics ({self.num_critics})")
         super().__post_init__()
 
+    def build(self, policy: Policy, seed: int) -> RLPD:
+        return RLPD(policy, self, seed=seed)
+
+    def auto_sampler(self, sampler: SamplerConfig) -> SamplerConfig:
+        """Demonstrations mixed into every batch at RLPD's own share (`demo_ratio`)."""
+        return replace(sampler, kind="demo_ratio", demo_ratio=self.demo_ratio)
+
 
 class RLPD(SAC):
     """SAC run the RLPD way (see the module docstring)."""
 
     config: RLPDConfig
 
-    def __init__(self, policy: GaussianPolicy, config: RLPDConfig | None = None, seed: int = 0) -> None:
+    def __init__(self, policy: Policy, config: RLPDConfig | None = None, seed: int = 0) -> None:
         super().__init__(policy, config or RLPDConfig(), seed=seed)
 
     def update(self, batch: TransitionBatch) -> TrainingStats:

@@ -18,15 +18,24 @@ from typing import Any
 import torch
 
 from user.algorithms.augment import augment_obs
-from user.algorithms.base import Algorithm, AlgorithmError, TorchBatch, TrainingStats, polyak_update, to_torch
+from user.algorithms.base import (
+    Algorithm,
+    AlgorithmConfig,
+    AlgorithmError,
+    TorchBatch,
+    TrainingStats,
+    polyak_update,
+    to_torch,
+)
 from user.algorithms.critics import EnsembleQ
 from user.buffer.batch import TransitionBatch
+from user.buffer.config import SamplerConfig
 from user.config import setting
 from user.policies.base import Policy
 
 
 @dataclass(frozen=True)
-class SACConfig:
+class SACConfig(AlgorithmConfig):
     """SAC settings. The defaults are the published ones of Haarnoja et al. 2018, "Soft Actor-Critic Algorithms
     and Applications" (arXiv 1812.05905), Table 1: Adam at 3e-4 for actor, critics and temperature, discount 0.99,
     Polyak rate 0.005 every step, 256 transitions per gradient step, two 256-256 critics with the minimum taken
@@ -81,6 +90,20 @@ class SACConfig:
     def __post_init__(self) -> None:
         if self.critic_subsample is not None and not 1 <= self.critic_subsample <= self.num_critics:
             raise ValueError(f"critic_subsample must be in 1..num_critics ({self.num_critics})")
+
+    def build(self, policy: Policy, seed: int) -> SAC:
+        return SAC(policy, self, seed=seed)
+
+    def rows_per_update(self) -> int:
+        return self.batch_size
+
+    def gradient_steps_per_update(self) -> int:
+        return self.utd_ratio
+
+    def auto_sampler(self, sampler: SamplerConfig) -> SamplerConfig:
+        """`auto` as it is: half of each batch from demonstrations once the buffer holds any (SAC from demos),
+        uniform while it holds none."""
+        return sampler
 
 
 # ---- losses: named functions returning (loss, info) --------------------------------------------------

@@ -11,12 +11,14 @@ gradient norm is clipped by default.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
-from user.algorithms.base import TorchBatch
+from user.algorithms.base import AlgorithmError, TorchBatch
 from user.algorithms.sac import SAC, SACConfig
 from user.config import setting
+from user.policies.base import Policy
 from user.policies.flow import FlowPolicy
 
 
@@ -28,6 +30,13 @@ class SACFlowConfig(SACConfig):
     init_temperature: float = setting(0.1, "initial entropy temperature alpha", min=1e-8)
     grad_clip: float | None = setting(10.0, "clip gradient norms to this (K Euler steps); null = no clipping")
     bc_weight: float = setting(0.0, "weight of the flow-matching loss on demo rows in the actor loss", min=0.0)
+
+    trains: ClassVar[type[object]] = FlowPolicy
+
+    def build(self, policy: Policy, seed: int) -> SACFlow:
+        if not isinstance(policy, FlowPolicy):
+            raise AlgorithmError(f"SAC-Flow trains a flow policy, not a {type(policy).__name__}")
+        return SACFlow(policy, self, seed=seed)
 
 
 class SACFlow(SAC):

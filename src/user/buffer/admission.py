@@ -20,7 +20,7 @@ from typing import ParamSpec
 
 import numpy as np
 
-from user.buffer.camera_topics import image_problem
+from user.buffer.disk.camera_topics import image_problem
 from user.interfaces.domain import Transition
 from user.interfaces.validate import InvalidMessageError, check_integer, check_transition
 

@@ -91,11 +91,6 @@ class TransitionCache:
         with self._lock:
             return len(self._items)
 
-    def oldest(self) -> int | None:
-        """Transition number of the oldest cached entry."""
-        with self._lock:
-            return next(iter(self._items), None)
-
     def _evict(self) -> None:
         while len(self._items) > self._capacity:
             index, _ = self._items.popitem(last=False)

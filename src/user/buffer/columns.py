@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from user.buffer.disk.segments import Position
 from user.buffer.errors import CorruptRowError
-from user.buffer.index import TransitionRow
-from user.buffer.segments import Position
+from user.buffer.rows import TransitionRow
 
 _DTYPES: dict[str, type[np.generic]] = {
     "segment_id": np.int64,
@@ -100,7 +100,7 @@ class Columns:
             self._size = n + len(rows)
 
     def extend_tuples(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Append rows given as tuples in `index.COLUMN_SELECT` order (the bulk load on open)."""
+        """Append rows given as tuples in `rows.COLUMN_SELECT` order (the bulk load on open)."""
         if not rows:
             return
         idx, *values = (np.asarray(col) for col in zip(*rows, strict=True))

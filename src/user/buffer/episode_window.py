@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from user.buffer.index import Index
+from user.buffer.rows import EpisodeRow
 
 RECENT_EPISODES = 20  # the window every figure of recent episodes is taken over
 
@@ -90,40 +90,24 @@ class RecentEpisodes:
         return {robot: stats for robot, stats in out.items() if stats is not None}
 
 
-_OUTCOME = "robot_id, episode_id, steps, episode_return, success, interventions, is_demo"
-
-
-def _outcome(row: Sequence[Any]) -> EpisodeOutcome:
-    robot, episode_id, steps, ret, success, interventions, demo = row
-    return EpisodeOutcome(
-        str(robot), int(episode_id), int(steps), float(ret), bool(success), int(interventions), bool(demo)
-    )
-
-
-def stored_outcome(index: Index, episode: int) -> EpisodeOutcome | None:
-    """How the buffer's episode number `episode` went, from the index; None when it is not stored."""
-    rows = index.fetchall(f"SELECT {_OUTCOME} FROM episodes WHERE episode = ?", (int(episode),))
-    return _outcome(rows[0]) if rows else None
+def outcome(episode: EpisodeRow) -> EpisodeOutcome:
+    """How stored `episode` went."""
+    e = episode
+    return EpisodeOutcome(e.robot_id, e.episode_id, e.steps, e.episode_return, e.success, e.interventions, e.is_demo)
 
 
 def recent_outcomes(index: Index, window: int = RECENT_EPISODES) -> list[EpisodeOutcome]:
     """Each robot's latest `window` online episodes, oldest first. Fed to `RecentEpisodes(window)` they fill
     every window exactly: an episode among the latest `window` of all robots is among its robot's latest."""
-    rows = index.fetchall(
-        f"SELECT {_OUTCOME} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY robot_id ORDER BY episode DESC) AS k "
-        "FROM episodes WHERE NOT is_demo) WHERE k <= ? ORDER BY episode",
-        (int(window),),
-    )
-    return [_outcome(r) for r in rows]
+    return [outcome(row) for row in index.recent_episodes(window)]
 
 
 def latest_outcome(index: Index) -> EpisodeOutcome | None:
     """How the buffer's newest stored episode went; None when it holds none."""
-    rows = index.fetchall(f"SELECT {_OUTCOME} FROM episodes ORDER BY episode DESC LIMIT 1")
-    return _outcome(rows[0]) if rows else None
+    row = index.last_episode()
+    return outcome(row) if row is not None else None
 
 
 def episode_counts(index: Index) -> dict[str, tuple[int, int]]:
     """Each robot's stored episodes: (online, demonstrations), by robot id."""
-    rows = index.fetchall("SELECT robot_id, SUM(is_demo = 0), SUM(is_demo != 0) FROM episodes GROUP BY robot_id")
-    return {str(robot): (int(online), int(demos)) for robot, online, demos in rows}
+    return {r.robot_id: (r.episodes - r.demo_episodes, r.demo_episodes) for r in index.robot_episodes()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class BufferError(RuntimeError):
     """Base class of every replay buffer error."""
@@ -52,6 +54,19 @@ class EpisodeNotStoredError(BufferError):
 
 class BufferIndexError(BufferError):
     """The SQLite index is missing, unreadable, or has rows that contradict each other."""
+
+
+class MissingIndexError(BufferIndexError):
+    """A buffer directory holds segments but no index (deleted, or lost with a disk): rebuild it."""
+
+
+class IndexDamagedError(BufferIndexError):
+    """The index file is not a database, or parts of it were overwritten: rebuild it from the segments."""
+
+
+def reindex_hint(directory: Path) -> str:
+    """How to rebuild the index of buffer `directory` (the end of every message about a lost or damaged index)."""
+    return f"rebuild it from the segments with `user buffer reindex {directory}`"
 
 
 class CorruptRowError(BufferIndexError):

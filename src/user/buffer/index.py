@@ -1,4 +1,4 @@
-"""The SQLite index beside the segments (WAL mode): one row per transition, per episode, per segment.
+"""The SQLite index beside the segments: one row per transition, per episode, per segment, and every query of them.
 
 Committing an episode is one transaction: its transitions become part of the buffer all together or not
 at all. Rows are never updated except by recovery, which moves positions into a rewritten segment (and
@@ -6,90 +6,46 @@ drops the episodes it could not read, numbering the later transitions down so th
 
 The index can be rebuilt from the segments (`user buffer reindex`), so a missing index beside segments, or
 a damaged one, is an error that says so (`MissingIndexError`, `IndexDamagedError`), never an empty buffer or
-a traceback; rows are type-checked as they are read.
+a traceback; rows are type-checked as they are read. The file itself (schema, connection, transactions) is
+`IndexFile`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import astuple, fields
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from user.buffer.errors import BufferIndexError
-from user.buffer.index_rows import (
+from user.buffer.disk.directory import SEGMENTS_DIR, has_segments
+from user.buffer.disk.segments import Position
+from user.buffer.errors import BufferIndexError, MissingIndexError, reindex_hint
+from user.buffer.index_file import IndexFile
+from user.buffer.rows import (
     COLUMN_SELECT,
     EPISODE_COLUMNS,
     SEGMENT_COLUMNS,
-    SEGMENTS_DIR,
     TRANSITION_COLUMNS,
-    IndexDamagedError,
-    MissingIndexError,
-    episode_row,
-    has_segments,
-    reindex_hint,
-    segment_row,
-    transition_row,
+    EpisodeRow,
+    EpisodeTotals,
+    RobotEpisodes,
+    RobotTransitions,
+    SegmentRow,
+    TransitionQuery,
+    TransitionRow,
+    TransitionTotals,
+    episode_from_sql,
+    segment_from_sql,
+    transition_from_sql,
 )
-from user.buffer.rows import EpisodeRow, SegmentRow, TransitionQuery, TransitionRow
-from user.buffer.segments import Position
-
-__all__ = [
-    "COLUMN_SELECT",
-    "INDEX_FILE",
-    "SEGMENTS_DIR",
-    "EpisodeRow",
-    "Index",
-    "IndexDamagedError",
-    "MissingIndexError",
-    "SegmentRow",
-    "TransitionQuery",
-    "TransitionRow",
-]
 
 INDEX_FILE = "index.sqlite3"
-FORMAT_VERSION = "1"
-BUSY_TIMEOUT_S = 10.0
-# what SQLite (or Python's sqlite3, for text) says about a file whose bytes are not what it wrote
-_DAMAGE_MESSAGES = ("malformed", "not a database", "Could not decode to UTF-8")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS segments(
-  id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, state TEXT NOT NULL CHECK(state IN ('open', 'closed')),
-  created_ns INTEGER NOT NULL, closed_ns INTEGER, bytes INTEGER NOT NULL DEFAULT 0,
-  episodes INTEGER NOT NULL DEFAULT 0, transitions INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS episodes(
-  episode INTEGER PRIMARY KEY, segment_id INTEGER NOT NULL REFERENCES segments(id),
-  robot_id TEXT NOT NULL, task TEXT NOT NULL, episode_id INTEGER NOT NULL, steps INTEGER NOT NULL,
-  first_index INTEGER NOT NULL, success INTEGER NOT NULL, episode_return REAL NOT NULL,
-  interventions INTEGER NOT NULL, is_demo INTEGER NOT NULL, policy_version INTEGER NOT NULL,
-  start_wall_ns INTEGER NOT NULL, end_wall_ns INTEGER NOT NULL,
-  start_offset INTEGER NOT NULL, start_length INTEGER NOT NULL,
-  end_offset INTEGER NOT NULL, end_length INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS transitions(
-  idx INTEGER PRIMARY KEY, segment_id INTEGER NOT NULL REFERENCES segments(id),
-  offset INTEGER NOT NULL, length INTEGER NOT NULL, episode INTEGER NOT NULL REFERENCES episodes(episode),
-  robot_id TEXT NOT NULL, task TEXT NOT NULL, episode_id INTEGER NOT NULL, step INTEGER NOT NULL,
-  policy_version INTEGER NOT NULL, wall_ns INTEGER NOT NULL, sim_ns INTEGER NOT NULL, reward REAL NOT NULL,
-  terminated INTEGER NOT NULL, truncated INTEGER NOT NULL, intervened INTEGER NOT NULL,
-  is_demo INTEGER NOT NULL, success INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS transitions_episode ON transitions(episode);
-CREATE INDEX IF NOT EXISTS transitions_robot ON transitions(robot_id, episode_id);
-CREATE INDEX IF NOT EXISTS transitions_version ON transitions(policy_version);
-CREATE INDEX IF NOT EXISTS transitions_demo ON transitions(is_demo);
-CREATE INDEX IF NOT EXISTS transitions_intervened ON transitions(intervened);
-CREATE INDEX IF NOT EXISTS episodes_segment ON episodes(segment_id);
-"""
 
 
-class Index:
-    """One connection to the index; its methods are safe to call from several threads.
+class Index(IndexFile):
+    """The index of buffer `directory`; its methods are safe to call from several threads.
 
     `fresh=True` builds a new index file named `file_name` (reindex) even beside segments; otherwise opening
     for writing where segments lie but no index does is a `MissingIndexError`."""
@@ -103,113 +59,22 @@ class Index:
         file_name: str = INDEX_FILE,
         fresh: bool = False,
     ) -> None:
-        self.directory = directory
-        self.path = directory / file_name
-        self.read_only = read_only
-        self._lock = threading.RLock()
-        if not fresh and not self.path.exists():
+        path = directory / file_name
+        if not fresh and not path.exists():
             if has_segments(directory):
                 raise MissingIndexError(
-                    f"{self.path}: no index here, but {directory / SEGMENTS_DIR} holds segments; "
-                    f"{reindex_hint(directory)}"
+                    f"{path}: no index here, but {directory / SEGMENTS_DIR} holds segments; {reindex_hint(directory)}"
                 )
             if read_only:
-                raise BufferIndexError(f"{self.path}: no index here (is {directory} a buffer directory?)")
-        try:
-            self._connect(durable)
-        except BaseException:
-            if getattr(self, "_db", None) is not None:
-                self._db.close()
-            raise
-
-    def _connect(self, durable: bool) -> None:
-        read_only = self.read_only
-        with self._errors("cannot open the index"):
-            if read_only:
-                uri = f"file:{self.path}?mode=ro"
-                self._db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
-            else:
-                self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
-            self._db.isolation_level = None  # explicit BEGIN/COMMIT
-            if not read_only:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-                self._db.executescript(_SCHEMA)
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format_version', ?)", (FORMAT_VERSION,))
-            self._check_format()
-
-    def _check_format(self) -> None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
-        if row is None or row[0] != FORMAT_VERSION:
-            raise BufferIndexError(
-                f"{self.path}: index format {row[0] if row else 'unknown'}, expected {FORMAT_VERSION}"
-            )
-
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        """SQLite's errors as typed ones: a damaged file says how to rebuild it; a broken constraint stays as it is."""
-        try:
-            yield
-        except sqlite3.IntegrityError:
-            raise
-        except UnicodeDecodeError as exc:  # a text column whose bytes were overwritten
-            raise IndexDamagedError(
-                f"{self.path}: {what}: it is damaged (text that is not UTF-8: {exc.reason}); "
-                f"{reindex_hint(self.directory)}"
-            ) from exc
-        except sqlite3.DatabaseError as exc:
-            text = repr(str(exc))[1:-1]  # one line, whatever bytes a damaged row put in it
-            name = str(getattr(exc, "sqlite_errorname", ""))
-            if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or any(m in text for m in _DAMAGE_MESSAGES):
-                raise IndexDamagedError(
-                    f"{self.path}: {what}: it is damaged ({text}); {reindex_hint(self.directory)}"
-                ) from exc
-            raise BufferIndexError(f"{self.path}: {what} ({text})") from exc
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def _rollback(self) -> None:
-        with contextlib.suppress(sqlite3.Error):  # none open (BEGIN failed), or the file is beyond rolling back
-            self._db.execute("ROLLBACK")
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE ... COMMIT), rolled back if the body raises."""
-        with self._lock, self._errors("write failed"):
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._rollback()
-                raise
-
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """Reads inside see one consistent state, even while another process commits (WAL read transaction)."""
-        with self._lock, self._errors("read failed"):
-            self._db.execute("BEGIN")
-            try:
-                yield
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._rollback()
-                raise
-
-    def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        with self._lock, self._errors(f"query failed: {sql}"):
-            return self._db.execute(sql, args).fetchall()
-
-    def scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        rows = self.fetchall(sql, args)
-        return rows[0][0] if rows else None
+                raise BufferIndexError(f"{path}: no index here (is {directory} a buffer directory?)")
+        super().__init__(directory, path, read_only=read_only, durable=durable)
 
     # ------------------------------------------------------------------------------------------ segments
 
     def segments(self) -> list[SegmentRow]:
-        return [segment_row(r, self.path) for r in self.fetchall(f"SELECT {SEGMENT_COLUMNS} FROM segments ORDER BY id")]
+        return [
+            segment_from_sql(r, self.path) for r in self.fetchall(f"SELECT {SEGMENT_COLUMNS} FROM segments ORDER BY id")
+        ]
 
     def add_segment(self, name: str, created_ns: int) -> SegmentRow:
         with self.transaction() as db:
@@ -257,7 +122,7 @@ class Index:
     def episodes(self, segment_id: int | None = None) -> list[EpisodeRow]:
         where, args = ("WHERE segment_id = ?", [segment_id]) if segment_id is not None else ("", [])
         return [
-            episode_row(r, self.path)
+            episode_from_sql(r, self.path)
             for r in self.fetchall(f"SELECT {EPISODE_COLUMNS} FROM episodes {where} ORDER BY episode", args)
         ]
 
@@ -272,7 +137,7 @@ class Index:
         if segment_id is not None:
             sql += " AND segment_id = ?"
             args.append(segment_id)
-        return [transition_row(r, self.path) for r in self.fetchall(sql + " ORDER BY idx", args)]
+        return [transition_from_sql(r, self.path) for r in self.fetchall(sql + " ORDER BY idx", args)]
 
     def column_rows(self, start: int) -> list[tuple[Any, ...]]:
         """Rows from transition `start` on, as tuples in `COLUMN_SELECT` order (fast bulk load)."""
@@ -291,11 +156,82 @@ class Index:
 
     def query(self, query: TransitionQuery, limit: int | None = None) -> list[int]:
         """Transition numbers matching `query`, oldest first (uses the column indexes)."""
-        where, args = query.where()
+        where, args = _where(query)
         sql = f"SELECT idx FROM transitions{where} ORDER BY idx"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [int(r[0]) for r in self.fetchall(sql, args)]
+
+    def stored_episode(self, robot_id: str, episode_id: int) -> int | None:
+        """The buffer episode number under which `robot_id`'s episode `episode_id` is stored, or None (one lookup
+        in the (robot_id, episode_id) column index)."""
+        rows = self.fetchall(
+            "SELECT episode FROM transitions WHERE robot_id = ? AND episode_id = ? LIMIT 1", (robot_id, int(episode_id))
+        )
+        return int(rows[0][0]) if rows else None
+
+    def episode(self, episode: int) -> EpisodeRow | None:
+        """Buffer episode number `episode`, or None when it is not stored."""
+        rows = self.fetchall(f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE episode = ?", (int(episode),))
+        return episode_from_sql(rows[0], self.path) if rows else None
+
+    def last_episode(self) -> EpisodeRow | None:
+        """The newest stored episode, or None when there is none."""
+        rows = self.fetchall(f"SELECT {EPISODE_COLUMNS} FROM episodes ORDER BY episode DESC LIMIT 1")
+        return episode_from_sql(rows[0], self.path) if rows else None
+
+    def recent_episodes(self, window: int) -> list[EpisodeRow]:
+        """Each robot's latest `window` episodes that are not demonstrations, oldest first."""
+        rows = self.fetchall(
+            f"SELECT {EPISODE_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY robot_id ORDER BY episode DESC) "
+            "AS k FROM episodes WHERE NOT is_demo) WHERE k <= ? ORDER BY episode",
+            (int(window),),
+        )
+        return [episode_from_sql(r, self.path) for r in rows]
+
+    # ------------------------------------------------------------------------------------------ totals
+
+    def transition_totals(self) -> TransitionTotals:
+        """All stored transitions counted."""
+        rows = self.fetchall(
+            "SELECT COUNT(*), SUM(is_demo), SUM(intervened), MIN(wall_ns), MAX(wall_ns) FROM transitions"
+        )
+        count, demos, intervened, first, last = rows[0]
+        return TransitionTotals(int(count), int(demos or 0), int(intervened or 0), first, last)
+
+    def episode_totals(self) -> EpisodeTotals:
+        """All stored episodes counted."""
+        rows = self.fetchall(
+            "SELECT COUNT(*), SUM(success), SUM(NOT is_demo), SUM(success AND NOT is_demo) FROM episodes"
+        )
+        return EpisodeTotals(*(int(n or 0) for n in rows[0]))
+
+    def robot_episodes(self) -> list[RobotEpisodes]:
+        """Each robot's stored episodes counted, by robot id."""
+        rows = self.fetchall(
+            "SELECT robot_id, COUNT(*), SUM(steps), SUM(success), MAX(episode_id), SUM(is_demo) FROM episodes "
+            "GROUP BY robot_id ORDER BY robot_id"
+        )
+        return [RobotEpisodes(str(robot), *(int(n or 0) for n in counts)) for robot, *counts in rows]
+
+    def robot_transitions(self) -> list[RobotTransitions]:
+        """Each robot's stored transitions counted, demonstrations and online apart."""
+        rows = self.fetchall(
+            "SELECT robot_id, is_demo, COUNT(*), SUM(intervened) FROM transitions GROUP BY robot_id, is_demo"
+        )
+        return [RobotTransitions(str(robot), bool(demo), int(n), int(held or 0)) for robot, demo, n, held in rows]
+
+    def segment_states(self) -> dict[str, int]:
+        """How many segments are "open" and how many "closed"."""
+        return {str(state): int(n) for state, n in self.fetchall("SELECT state, COUNT(*) FROM segments GROUP BY state")}
+
+    def policy_versions(self) -> list[int]:
+        """The distinct policy versions that acted in stored transitions, in order."""
+        return [int(r[0]) for r in self.fetchall("SELECT DISTINCT policy_version FROM transitions ORDER BY 1")]
+
+    def task_episodes(self) -> dict[str, int]:
+        """Stored episodes per task."""
+        return {str(t): int(n) for t, n in self.fetchall("SELECT task, COUNT(*) FROM episodes GROUP BY task")}
 
     # ------------------------------------------------------------------------------------------ recovery
 
@@ -326,6 +262,28 @@ class Index:
                 "UPDATE segments SET state = 'closed', bytes = ?, closed_ns = ? WHERE id = ?",
                 (size, closed_ns, segment_id),
             )
+
+
+def _where(query: TransitionQuery) -> tuple[str, list[Any]]:
+    """The WHERE clause (empty when nothing is filtered) and its arguments that select `query`'s transitions."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column, value in (
+        ("robot_id = ?", query.robot_id),
+        ("task = ?", query.task),
+        ("is_demo = ?", query.is_demo),
+        ("intervened = ?", query.intervened),
+        ("success = ?", query.success),
+        ("(terminated OR truncated) = ?", query.done),
+        ("policy_version >= ?", query.min_policy_version),
+        ("policy_version <= ?", query.max_policy_version),
+        ("wall_ns >= ?", query.since_wall_ns),
+        ("episode = ?", query.episode),
+    ):
+        if value is not None:
+            clauses.append(column)
+            args.append(int(value) if isinstance(value, bool) else value)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
 
 
 def _drop_episodes(db: sqlite3.Connection, episodes: Sequence[int]) -> None:

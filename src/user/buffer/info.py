@@ -69,39 +69,36 @@ def buffer_info(index: Index, directory: Path) -> BufferInfo:
 
 def read_info(index: Index, directory: Path) -> BufferInfo:
     """`buffer_info` inside the caller's `index.snapshot()` (where other reads must see the same state)."""
-    transitions, demos, intervened, first, last = index.fetchall(
-        "SELECT COUNT(*), SUM(is_demo), SUM(intervened), MIN(wall_ns), MAX(wall_ns) FROM transitions"
-    )[0]
-    episodes, successes, online, online_successes = index.fetchall(
-        "SELECT COUNT(*), SUM(success), SUM(NOT is_demo), SUM(success AND NOT is_demo) FROM episodes"
-    )[0]
+    transitions, episodes = index.transition_totals(), index.episode_totals()
     recent = RecentEpisodes(RECENT_EPISODES, recent_outcomes(index, RECENT_EPISODES))
     per_robot = recent.robots()
     robots = {
-        robot: RobotInfo(int(eps), int(steps or 0), _rate(succ, eps), int(last), int(demo or 0), per_robot.get(robot))
-        for robot, eps, steps, succ, last, demo in index.fetchall(
-            "SELECT robot_id, COUNT(*), SUM(steps), SUM(success), MAX(episode_id), SUM(is_demo) FROM episodes "
-            "GROUP BY robot_id ORDER BY robot_id"
+        r.robot_id: RobotInfo(
+            r.episodes,
+            r.steps,
+            _rate(r.successes, r.episodes),
+            r.last_episode_id,
+            r.demo_episodes,
+            per_robot.get(r.robot_id),
         )
+        for r in index.robot_episodes()
     }
-    states = dict(index.fetchall("SELECT state, COUNT(*) FROM segments GROUP BY state"))
+    states = index.segment_states()
     return BufferInfo(
         directory=str(directory),
-        transitions=int(transitions),
-        episodes=int(episodes),
-        demo_transitions=int(demos or 0),
-        intervened_transitions=int(intervened or 0),
-        success_rate=_rate(successes, episodes),
-        online_success_rate=_rate(online_successes, online),
-        segments_closed=int(states.get("closed", 0)),
-        segments_open=int(states.get("open", 0)),
+        transitions=transitions.transitions,
+        episodes=episodes.episodes,
+        demo_transitions=transitions.demos,
+        intervened_transitions=transitions.intervened,
+        success_rate=_rate(episodes.successes, episodes.episodes),
+        online_success_rate=_rate(episodes.online_successes, episodes.online),
+        segments_closed=states.get("closed", 0),
+        segments_open=states.get("open", 0),
         bytes_on_disk=directory_bytes(directory),
-        policy_versions=[
-            int(r[0]) for r in index.fetchall("SELECT DISTINCT policy_version FROM transitions ORDER BY 1")
-        ],
+        policy_versions=index.policy_versions(),
         robots=robots,
-        tasks={str(t): int(n) for t, n in index.fetchall("SELECT task, COUNT(*) FROM episodes GROUP BY task")},
-        first_wall_ns=first,
-        last_wall_ns=last,
+        tasks=index.task_episodes(),
+        first_wall_ns=transitions.first_wall_ns,
+        last_wall_ns=transitions.last_wall_ns,
         recent=recent.pooled(),
     )

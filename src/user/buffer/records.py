@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from user.buffer.camera_topics import camera_frames, camera_topic, frame_payload
-from user.buffer.next_frames import keeps_next, stored_payloads
+from user.buffer.disk.camera_topics import camera_frames, camera_topic, frame_payload
+from user.buffer.disk.next_frames import keeps_next, stored_payloads
+from user.buffer.disk.segments import EVENT_TOPIC, TRANSITION_TOPIC, OutMessage, Position
 from user.buffer.rows import EpisodeRow, TransitionRow
-from user.buffer.segments import EVENT_TOPIC, TRANSITION_TOPIC, OutMessage, Position
 from user.interfaces.codec import Codec
 from user.interfaces.domain import EncodedImage, Transition
 from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import time
@@ -22,38 +21,27 @@ from typing import Any
 import numpy as np
 
 from user.buffer.batch import TransitionBatch, collate
+from user.buffer.commit import FaultHook
 from user.buffer.config import BufferConfig
-from user.buffer.errors import BufferLockedError, ReadOnlyBufferError, SampleTimeoutError
-from user.buffer.frame_stage import FrameStage, PendingPixels
-from user.buffer.index import Index, TransitionQuery
+from user.buffer.disk.directory import lock_directory
+from user.buffer.errors import ReadOnlyBufferError, SampleTimeoutError
+from user.buffer.frames.frame_stage import FrameStage, PendingPixels
+from user.buffer.frames.prefetch import Prefetcher
+from user.buffer.index import Index
 from user.buffer.info import BufferInfo, buffer_info
-from user.buffer.prefetch import Prefetcher
 from user.buffer.rate_limiter import RateLimiter
-from user.buffer.recovery import RecoveryReport, recover
+from user.buffer.repair.recovery import RecoveryReport, recover
+from user.buffer.repair.verify import VerifyReport, verify
+from user.buffer.rows import TransitionQuery
 from user.buffer.samplers import Sampler, make_sampler
 from user.buffer.storage import DiskStorage
-from user.buffer.verify import VerifyReport, verify
-from user.buffer.writer import EpisodeWriter, FaultHook
+from user.buffer.writer import EpisodeWriter
 from user.interfaces.codec import Codec, default_codec
 from user.interfaces.domain import Transition
 
 _log = logging.getLogger("user.buffer")
 
-LOCK_FILE = "LOCK"
 READ_ONLY_POLL_S = 0.2  # how often a read-only buffer looks for new episodes while waiting to sample
-
-
-def lock_directory(directory: Path) -> int:
-    """Take the exclusive writer lock of buffer `directory` (`BufferLockedError` if another process holds it)."""
-    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise BufferLockedError(
-            f"{directory}: another process is writing to this buffer; open it read-only instead"
-        ) from None
-    return fd
 
 
 class ReplayBuffer:
@@ -103,7 +91,7 @@ class ReplayBuffer:
         """Open (creating it if needed, unless read-only) the buffer in `directory`.
 
         Opening for writing takes an exclusive lock and first recovers from any crash of an earlier writer, and
-        from segment files found damaged (see `user.buffer.recovery`: readable episodes kept, originals in
+        from segment files found damaged (see `user.buffer.repair.recovery`: readable episodes kept, originals in
         quarantine/). Segments without an index are a `MissingIndexError` and a damaged index an
         `IndexDamagedError` (both say to run `user buffer reindex DIR`), never an empty buffer.
         """
@@ -160,10 +148,11 @@ class ReplayBuffer:
 
     def has_episode(self, robot_id: str, episode_id: int) -> bool:
         """Whether `robot_id`'s episode `episode_id` is stored."""
-        rows = self.storage.index.fetchall(
-            "SELECT 1 FROM episodes WHERE robot_id = ? AND episode_id = ? LIMIT 1", (robot_id, int(episode_id))
-        )
-        return bool(rows)
+        return self.storage.index.stored_episode(robot_id, episode_id) is not None
+
+    def steps_in_progress(self) -> dict[str, int]:
+        """Steps received of each robot's unfinished episode, stored once it ends (none in a read-only buffer)."""
+        return self.writer.pending_steps() if self.writer is not None else {}
 
     def end_episode(self, robot_id: str, episode_id: int, steps: int) -> int | None:
         """The robot ended `episode_id` after `steps` steps without a done flag (operator reset): stored, its last
@@ -173,10 +162,6 @@ class ReplayBuffer:
         if episode is not None:
             self.rate_limiter.insert(len(self.storage) - before)
         return episode
-
-    def discard_episode(self, robot_id: str) -> int:
-        """Forget `robot_id`'s unfinished episode; returns the steps dropped."""
-        return self._writer().discard_episode(robot_id)
 
     # ---------------------------------------------------------------------------------------------- reading
 
@@ -296,26 +281,16 @@ class ReplayBuffer:
         return verify(self.storage.directory, self.storage.index, self.storage.codec, decode=decode)
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume sampling exactly (the data itself stays on disk)."""
-        return {
-            "storage": self.storage.state_dict(),
-            "writer": self.writer.state_dict() if self.writer else None,
-            "sampler": self.sampler.state_dict(),
-            "rate_limiter": self.rate_limiter.state_dict(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.storage.load_state_dict(state["storage"])
-        if self.writer is not None and state.get("writer"):
-            self.writer.load_state_dict(state["writer"])
-        self.sampler.load_state_dict(state["sampler"])
-        self.rate_limiter.load_state_dict(state["rate_limiter"])
+        """What `resume` needs to continue sampling exactly: the sampler's state and the limiter's counts (the
+        data itself stays on disk, and its index says what is stored)."""
+        return {"sampler": self.sampler.state_dict(), "rate_limiter": self.rate_limiter.state_dict()}
 
     def resume(self, state: dict[str, Any]) -> None:
         """Continue sampling from `state`, saved by an earlier run of a learner: the sampler exactly as it was,
         the limiter's sample count, and every transition stored now counted as inserted (episodes committed
         after the save count too). The limiter keeps this run's settings, which may have changed. The data on
-        disk is the truth about what is stored: storage and writer parts of `state` are not checked."""
+        disk is the truth about what is stored (a checkpoint of an older release also holds the storage's and
+        writer's positions then: they are not read)."""
         self.sampler.load_state_dict(state["sampler"])
         self.rate_limiter.load_state_dict({"inserts": len(self), "samples": state["rate_limiter"]["samples"]})
 

@@ -14,38 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from user.buffer.cache import TransitionCache, cache_capacity
-from user.buffer.camera_topics import attach, frame_count, read_frames
 from user.buffer.columns import Columns, ColumnView
 from user.buffer.config import StorageConfig
-from user.buffer.errors import BufferError, CorruptRecordError, SegmentError, TruncatedSegmentError
-from user.buffer.index import SEGMENTS_DIR, Index, IndexDamagedError, TransitionRow
-from user.buffer.index_rows import reindex_hint
-from user.buffer.mcapscan import MESSAGE_PREFIX
-from user.buffer.next_frames import is_elided, restore, successor_problem
-from user.buffer.segments import TRANSITION_TYPE, Position, SegmentReader, segment_file_name
+from user.buffer.disk.camera_topics import attach, frame_count, read_frames
+from user.buffer.disk.directory import segment_path
+from user.buffer.disk.next_frames import is_elided, restore, successor_problem
+from user.buffer.disk.segments import TRANSITION_TYPE, Position, SegmentReader
+from user.buffer.errors import CorruptRecordError, IndexDamagedError, SegmentError, reindex_hint
+from user.buffer.index import Index
+from user.buffer.rows import TransitionRow
 from user.interfaces.codec import Codec, DecodeError
 from user.interfaces.domain import Transition, transition_from_msg
 
 _log = logging.getLogger("user.buffer.storage")
 
-__all__ = ["SEGMENTS_DIR", "DiskStorage", "segment_path"]
-
 MAX_OPEN_SEGMENTS = 64
-
-
-def segment_path(directory: Path, name: str) -> Path:
-    """The MCAP file of segment `name` under buffer `directory`."""
-    return directory / SEGMENTS_DIR / name / segment_file_name(name)
-
-
-def read_within(reader: SegmentReader, position: Position, size: int) -> bytes:
-    """`reader.read(position)` of a file of `size` bytes, refusing (as a cut file) a position that runs past its end
-    before reading anything: a damaged row's length must not become a huge read."""
-    if position.offset + MESSAGE_PREFIX + position.length > size:
-        raise TruncatedSegmentError(
-            str(reader.path), position.offset, f"a message of {position.length} bytes there runs past the end ({size})"
-        )
-    return reader.read(position)
 
 
 class DiskStorage:
@@ -200,17 +183,3 @@ class DiskStorage:
             for reader in self._readers.values():
                 reader.close()
             self._readers.clear()
-
-    # ---------------------------------------------------------------------------------------------- state
-
-    def state_dict(self) -> dict[str, Any]:
-        """Where the data is and how much of it there was (the data itself stays on disk)."""
-        return {"directory": str(self.directory), "transitions": len(self.columns)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Check that this storage holds at least what `state` describes."""
-        expected = int(state.get("transitions", 0))
-        if len(self.columns) < expected:
-            raise BufferError(
-                f"{self.directory}: holds {len(self.columns)} transitions, the saved state expects {expected}"
-            )

@@ -117,10 +117,6 @@ class Bus(Protocol):
         Raises `user.bus.parameters.ParameterRefusedError` naming the parameter and the reason."""
         ...
 
-    def parameter_values(self) -> dict[str, Any]:
-        """Every declared parameter's current value by dotted name, in ROS form (None: not set)."""
-        ...
-
     def declare_token(self, key: str) -> Handle:
         """Announce presence under `key` until the handle is closed or the process dies."""
         ...

@@ -33,10 +33,6 @@ def topic_to_key(topic: str) -> str:
     return resolve(topic).lstrip("/")
 
 
-def key_to_topic(key: str) -> str:
-    return "/" + key.strip("/")
-
-
 def mangle(text: str) -> str:
     """Make a name a single key chunk ('/' -> '%'), as rmw_zenoh does in liveliness keys."""
     return text.replace("/", "%")

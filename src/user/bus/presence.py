@@ -11,8 +11,8 @@ import zenoh
 
 from user.bus.liveliness import alive_keys
 from user.bus.names import in_domain, out_of_domain, unmangle
-from user.bus.zenoh_bus import NODE_PREFIX
 from user.bus.zenoh_config import ZenohSettings, session_config
+from user.bus.zenoh_graph import NODE_PREFIX
 
 LISTEN_S = 1.0  # how long the probe collects tokens: the router sends those it holds at once, this is the margin
 

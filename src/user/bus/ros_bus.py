@@ -1,5 +1,6 @@
-"""`RosBus`: the Bus on rclpy, moving the same CDR bytes as `ZenohBus`. With `ros_runtime` (a node spun on
-threads) and `ros_types` (QoS, descriptors, token topics), the only code importing rclpy.
+"""`RosBus`: the Bus on rclpy, moving the same CDR bytes as `ZenohBus`. With `ros_services` (serving and
+calling services), `ros_node_params` (settings as ROS parameters), `ros_runtime` (a node spun on threads) and
+`ros_types` (QoS, descriptors, token topics), the only code importing rclpy.
 
 rclpy is imported when a `RosBus` is made, never at module import, so the rest of the package works
 without ROS. Publishing and subscribing use serialized messages (`publish(bytes)`, `raw=True`), so the
@@ -20,67 +21,24 @@ Semantics kept from the Bus contract:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from user.bus.base import (
-    RELIABLE,
-    BusClosedError,
-    OwnThread,
-    QoS,
-    RawCallback,
-    ServiceError,
-    ServiceHandler,
-    ServiceTimeoutError,
-    TokenCallback,
-    describe,
-)
-from user.bus.parameters import ParameterRefusedError, ParameterStore
-from user.bus.ros_params import RosParam, decode, ros_params
-from user.bus.ros_types import (
-    TOKEN_TOPIC_PREFIX,
-    parameter_descriptor,
-    require_rclpy,
-    ros_param_type,
-    ros_qos,
-    token_key,
-    token_topic,
-)
-from user.config.strict import ConfigError, from_mapping
+from user.bus.base import RELIABLE, BusClosedError, QoS, RawCallback, ServiceHandler, TokenCallback, describe
+from user.bus.ros_node_params import RosNodeParameters
+from user.bus.ros_services import RosServices
+from user.bus.ros_types import TOKEN_TOPIC_PREFIX, RosHandle, require_rclpy, ros_qos, token_key, token_topic
 
 P = TypeVar("P")
 
 TOKEN_POLL_S = 0.5  # how often the ROS graph is polled for token changes
-# Declared by rclpy itself on every node (Humble: use_sim_time; Jazzy adds the type description service).
-ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
-SERVICE_POLL_S = 0.02  # how often a call waits between checks for a server
-SERVICE_THREAD_JOIN_S = 2.0  # how long closing the bus waits for a running `OwnThread` handler
 
 _log = logging.getLogger(__name__)
 
 
-def _spin(executor: Any) -> None:
-    from rclpy.executors import ExternalShutdownException
-
-    with contextlib.suppress(ExternalShutdownException):  # the context was shut down under us
-        executor.spin()
-
-
-class _RosHandle:
-    def __init__(self, destroy: Callable[[], Any]) -> None:
-        self._destroy: Callable[[], Any] | None = destroy
-
-    def close(self) -> None:
-        if self._destroy is not None:
-            destroy, self._destroy = self._destroy, None
-            destroy()
-
-
-class RosPublisher(_RosHandle):
+class RosPublisher(RosHandle):
     def __init__(self, node: Any, topic: str, publisher: Any) -> None:
         super().__init__(lambda: node.destroy_publisher(publisher))
         self.topic = topic
@@ -109,18 +67,15 @@ class RosBus:
         self.node = node
         self._group = node.default_callback_group  # mutually exclusive: our callbacks never overlap
         self.client_node = client_node if client_node is not None else node
-        self._clients_group = (
+        clients_group = (
             client_node.default_callback_group
             if client_node is not None
             else rclpy.callback_groups.ReentrantCallbackGroup()
         )
-        self._clients: dict[tuple[str, str], Any] = {}
-        self._clients_lock = threading.Lock()
-        self._store: ParameterStore[Any] | None = None
+        self._services = RosServices(node, self._group, self.client_node, clients_group)
+        self._parameters = RosNodeParameters(node)
         self._closed = False
         self._name = str(node.get_name())
-        self._service_node: Any = None  # `OwnThread` services: a hidden node, spun by `_service_spin`
-        self._service_spin: tuple[Any, threading.Thread] | None = None
 
     @property
     def name(self) -> str:
@@ -149,12 +104,6 @@ class RosBus:
 
         return get_message(typename)
 
-    @staticmethod
-    def _service_class(srv_type: str) -> Any:
-        from rosidl_runtime_py.utilities import get_service
-
-        return get_service(srv_type)
-
     def create_publisher(self, topic: str, typename: str, qos: QoS = RELIABLE) -> RosPublisher:
         self._check_open()
         pub = self.node.create_publisher(self._message_class(typename), topic, ros_qos(qos))
@@ -171,151 +120,38 @@ class RosBus:
             callback_group=self._group,
             raw=True,
         )
-        return _RosHandle(lambda: self.node.destroy_subscription(sub))
+        return RosHandle(lambda: self.node.destroy_subscription(sub))
 
     def create_timer(self, period_s: float, callback: Callable[[], None]) -> Any:
         self._check_open()
         if period_s <= 0:
             raise ValueError(f"timer period must be positive, got {period_s}")
         timer = self.node.create_timer(period_s, self._guarded(callback, "a timer"), callback_group=self._group)
-        return _RosHandle(lambda: self.node.destroy_timer(timer))
+        return RosHandle(lambda: self.node.destroy_timer(timer))
 
     def create_service(self, name: str, srv_type: str, handler: ServiceHandler) -> Any:
         self._check_open()
-        from rclpy.serialization import deserialize_message, serialize_message
-
-        cls = self._service_class(srv_type)
-        node_name = self.name
-
-        def on_request(request: Any, response: Any) -> Any:
-            try:
-                return deserialize_message(handler(serialize_message(request)), cls.Response)
-            except Exception:
-                # ROS services have no error reply: the caller gets an empty response, the log says why
-                _log.exception("node %s: service %s handler raised", node_name, name)
-                return response
-
-        if isinstance(handler, OwnThread):
-            node = self._own_thread_node()
-            srv = node.create_service(cls, self.node.resolve_service_name(name), on_request)
-            return _RosHandle(lambda: node.destroy_service(srv))
-        srv = self.node.create_service(cls, name, on_request, callback_group=self._group)
-        return _RosHandle(lambda: self.node.destroy_service(srv))
-
-    def _own_thread_node(self) -> Any:
-        """The hidden node of `OwnThread` services, spun on a thread of its own (made on first use)."""
-        with self._clients_lock:
-            if self._service_node is None:
-                rclpy, ctx = require_rclpy(), self.node.context
-                self._service_node = rclpy.node.Node(
-                    f"_{self._name}_services", context=ctx, namespace=self.node.get_namespace(),
-                    use_global_arguments=False, start_parameter_services=False, enable_rosout=False,
-                )  # fmt: skip
-                executor = rclpy.executors.SingleThreadedExecutor(context=ctx)
-                executor.add_node(self._service_node)
-                thread = threading.Thread(target=_spin, args=(executor,), name=f"{self._name}-services", daemon=True)
-                thread.start()
-                self._service_spin = (executor, thread)
-            return self._service_node
-
-    def _client(self, name: str, srv_type: str) -> tuple[Any, Any]:
-        """The long-lived client of a service (made on first use), named as the main node resolves it."""
-        cls = self._service_class(srv_type)
-        name = self.node.resolve_service_name(name)
-        with self._clients_lock:
-            client = self._clients.get((name, srv_type))
-            if client is None:
-                client = self.client_node.create_client(cls, name, callback_group=self._clients_group)
-                self._clients[(name, srv_type)] = client
-        return client, cls
+        return self._services.create(name, srv_type, handler)
 
     def call_service(self, name: str, srv_type: str, request: bytes, timeout_s: float) -> bytes:
         """Send a request and return the response bytes; never waits longer than `timeout_s`."""
         self._check_open()
-        from rclpy.serialization import deserialize_message, serialize_message
-
-        deadline = time.monotonic() + timeout_s
-        client, cls = self._client(name, srv_type)
-        while not client.service_is_ready():
-            if time.monotonic() >= deadline:
-                raise ServiceError(f"no server for service {name} ({srv_type})")
-            time.sleep(SERVICE_POLL_S)
-        done = threading.Event()
-        future = client.call_async(deserialize_message(request, cls.Request))
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(max(0.0, deadline - time.monotonic())):
-            client.remove_pending_request(future)
-            future.cancel()
-            raise ServiceTimeoutError(f"service {name} ({srv_type}) did not answer within {timeout_s:.1f} s")
-        if future.exception() is not None:
-            raise ServiceError(f"service {name} failed: {future.exception()}")
-        return bytes(serialize_message(future.result()))
+        return self._services.call(name, srv_type, request, timeout_s)
 
     def declare_parameters(self, spec: type[P], on_change: Callable[[P], None] | None = None) -> P:
-        """Declare each leaf setting as a typed ROS parameter with its descriptor; return the settings.
-
-        The node was made with `automatically_declare_parameters_from_overrides`, so what the launch file or
-        `--ros-args -p` gave is declared already (untyped): it is read, checked with the settings' own
-        rules, then declared again with its descriptor. A parameter the settings do not know is an error."""
-        where = f"parameters of node {self.name!r}"
-        table = ros_params(spec)
-        given = {
-            name: p.value
-            for name, p in self.node.get_parameters_by_prefix("").items()
-            if name not in ROS_BUILTIN_PARAMETERS
-        }
-        values = from_mapping(spec, decode(table, given), where=where)  # unknown names fail here
-        current = {p.name: p.default for p in ros_params(spec, default=values)}
-        for name in given:  # declared from the overrides, untyped: declared again below, typed
-            self.node.undeclare_parameter(name)  # (keys of a free-form mapping live in its YAML parameter)
-        for param in table:
-            self._declare(param, current[param.name])
-        self._store = ParameterStore(spec, values, on_change, where)
-        self.node.add_on_set_parameters_callback(self._on_set_parameters)
-        return values
-
-    def _declare(self, param: RosParam, value: Any) -> None:
-        descriptor = parameter_descriptor(param)
-        try:
-            if value is None:  # typed, without a value: the setting's default is None or empty
-                self.node.declare_parameter(param.name, ros_param_type(param.kind), descriptor, ignore_override=True)
-            else:
-                self.node.declare_parameter(param.name, value, descriptor, ignore_override=True)
-        except Exception as exc:  # rclpy's InvalidParameter* exceptions; the message names the parameter
-            raise ConfigError(f"parameters of node {self.name!r}: {param.name}: {exc}") from exc
-
-    def _on_set_parameters(self, parameters: list[Any]) -> Any:
-        from rcl_interfaces.msg import SetParametersResult
-
-        if self._store is None:
-            return SetParametersResult(successful=True)
-        try:
-            self._store.apply({p.name: p.value for p in parameters})
-        except ParameterRefusedError as exc:
-            return SetParametersResult(successful=False, reason=str(exc))
-        return SetParametersResult(successful=True)
+        """Declare each leaf setting as a typed ROS parameter with its descriptor; return the settings
+        (`RosNodeParameters.declare`)."""
+        return self._parameters.declare(spec, on_change)
 
     def set_parameters(self, changes: Mapping[str, Any]) -> None:
-        from rclpy.parameter import Parameter
-
-        if self._store is None:
-            raise ParameterRefusedError(f"node {self.name!r} has declared no parameters")
-        self._store.check(changes)  # the reason in our words before rclpy's
-        table = self._store.table
-        params = [Parameter(name, ros_param_type(table[name].kind), value) for name, value in changes.items()]
-        result = self.node.set_parameters_atomically(params)
-        if not result.successful:
-            raise ParameterRefusedError(result.reason)
-
-    def parameter_values(self) -> dict[str, Any]:
-        return self._store.current() if self._store is not None else {}
+        self._parameters.set(changes)
 
     def declare_token(self, key: str) -> Any:
         self._check_open()
         from std_msgs.msg import Empty
 
         pub = self.node.create_publisher(Empty, token_topic(key), ros_qos(RELIABLE))
-        return _RosHandle(lambda: self.node.destroy_publisher(pub))
+        return RosHandle(lambda: self.node.destroy_publisher(pub))
 
     def _alive_tokens(self, prefix: str) -> set[str]:
         alive = set()
@@ -351,7 +187,7 @@ class RosBus:
             self.node.destroy_timer(first)
             self.node.destroy_timer(timer)
 
-        return _RosHandle(destroy)
+        return RosHandle(destroy)
 
     def count_subscribers(self, topic: str, timeout_s: float = 0.5) -> int:
         del timeout_s  # rclpy answers from its local graph cache
@@ -370,15 +206,7 @@ class RosBus:
         if self._closed:
             return
         self._closed = True
-        with self._clients_lock:
-            clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            self.client_node.destroy_client(client)
-        if self._service_spin is not None:
-            executor, thread = self._service_spin
-            executor.shutdown(timeout_sec=SERVICE_THREAD_JOIN_S)
-            thread.join(SERVICE_THREAD_JOIN_S)
-            self._service_node.destroy_node()
+        self._services.close()
         if self.client_node is not self.node:
             self.client_node.destroy_node()
         self.node.destroy_node()

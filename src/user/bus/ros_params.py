@@ -5,7 +5,7 @@ has the ROS type its field's annotation calls for (bool, integer, double, string
 setting ROS parameters cannot type (a mapping, a list of pairs, `Any`) is one string parameter holding
 YAML. A setting is read-only unless its field says `live=True` (see `user.config.strict.setting`).
 
-Nothing here imports rclpy: the rclpy adapter (`user.bus.ros_bus`) turns `RosParam` into descriptors,
+Nothing here imports rclpy: the rclpy adapter (`user.bus.ros_node_params`) declares `RosParam`s with descriptors,
 and the ROS launch file encodes a deployment's values with `encode`, both from the same table.
 """
 

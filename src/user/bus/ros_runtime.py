@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from user.bus.ros_bus import RosBus
-from user.bus.ros_types import require_rclpy
+from user.bus.ros_types import require_rclpy, spin
 
 
 class RosRuntime:
@@ -56,17 +55,10 @@ class RosRuntime:
         for node in (self.node, self.client_node):
             executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
             executor.add_node(node)
-            thread = threading.Thread(target=self._spin, args=(executor,), name=f"{name}-ros-spin", daemon=True)
+            thread = threading.Thread(target=spin, args=(executor,), name=f"{name}-ros-spin", daemon=True)
             self._executors.append(executor)
             self._threads.append(thread)
             thread.start()
-
-    @staticmethod
-    def _spin(executor: Any) -> None:
-        from rclpy.executors import ExternalShutdownException
-
-        with contextlib.suppress(ExternalShutdownException):  # the context was shut down under us
-            executor.spin()
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop spinning (a running callback finishes first), then destroy the nodes and the context."""

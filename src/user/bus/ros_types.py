@@ -1,12 +1,15 @@
-"""The rclpy side of the Bus's own types: importing rclpy (with a clear error without it), QoS profiles,
-parameter descriptors, and the hidden topic names that stand for presence tokens.
+"""The rclpy side of the Bus's own types: importing rclpy (with a clear error without it), spinning an
+executor, the handle of an rclpy entity, QoS profiles, parameter descriptors, and the hidden topic names that
+stand for presence tokens.
 
-Imported only by the adapter (`ros_bus`, `ros_runtime`); rclpy itself is imported inside the functions, so
-importing this module needs no ROS.
+Imported only by the adapter (`ros_bus`, `ros_services`, `ros_node_params`, `ros_runtime`); rclpy itself is
+imported inside the functions, so importing this module needs no ROS.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from user.bus.base import QoS
@@ -33,6 +36,26 @@ def require_rclpy() -> Any:
             "or run the same nodes without ROS: `user bringup CONFIG` / `user node KIND`"
         ) from exc
     return rclpy
+
+
+def spin(executor: Any) -> None:
+    """Spin `executor` until it is shut down, or its context is."""
+    from rclpy.executors import ExternalShutdownException
+
+    with contextlib.suppress(ExternalShutdownException):  # the context was shut down under us
+        executor.spin()
+
+
+class RosHandle:
+    """The Bus's handle of an rclpy entity: `close()` destroys it, once."""
+
+    def __init__(self, destroy: Callable[[], Any]) -> None:
+        self._destroy: Callable[[], Any] | None = destroy
+
+    def close(self) -> None:
+        if self._destroy is not None:
+            destroy, self._destroy = self._destroy, None
+            destroy()
 
 
 def token_topic(key: str) -> str:

@@ -2,8 +2,9 @@
 
 Key = ROS topic without its leading '/', payload = CDR bytes with the 4-byte encapsulation header.
 Reliable topics use congestion control BLOCK (nothing silently dropped), latched topics use zenoh-ext's
-advanced publisher cache, services are queryables, presence is liveliness tokens. A query is answered on
-Zenoh's thread under the callback lock, or, for an `OwnThread` handler, handed to the bus's service thread.
+advanced publisher cache, services are queryables (`user.bus.zenoh_services`), presence is liveliness tokens, and
+every endpoint announces itself with a graph token (`user.bus.zenoh_graph`). A query is answered on Zenoh's thread
+under the callback lock, or, for an `OwnThread` handler, handed to the bus's service thread.
 """
 
 from __future__ import annotations
@@ -26,71 +27,35 @@ from user.bus.base import (
     QoS,
     RawCallback,
     RouterUnreachableError,
-    ServiceError,
     ServiceHandler,
-    ServiceTimeoutError,
     TokenCallback,
     describe,
 )
 from user.bus.liveliness import alive_keys
-from user.bus.names import in_domain, mangle, out_of_domain, resolve, topic_to_key, unmangle
+from user.bus.names import in_domain, mangle, out_of_domain, resolve, topic_to_key
 from user.bus.parameters import ParameterRefusedError, ParameterStore
 from user.bus.service_thread import ServiceThread
 from user.bus.timers import TimerScheduler
 from user.bus.zenoh_config import ENV_ROUTER, ZenohSettings, session_config
-from user.bus.zenoh_graph import Endpoint, parse_token, qos_chunk
+from user.bus.zenoh_graph import (
+    GRAPH_PREFIX,
+    NODE_PREFIX,
+    Endpoint,
+    TopicEnds,
+    graph_token_key,
+    node_name,
+    node_token_key,
+    parse_token,
+    topic_ends,
+    topic_types,
+)
+from user.bus.zenoh_handles import Declared, ZenohPublisher
+from user.bus.zenoh_services import answer, call
 from user.config.strict import from_mapping
 
 P = TypeVar("P")
 
-GRAPH_PREFIX = "@user/graph"  # liveliness tokens describing publishers and subscribers (for `topic list`)
-NODE_PREFIX = "@user/runtime"  # one liveliness token per running node
-
-ZENOH_TIMEOUT_REPLY = "Timeout"  # the error reply zenoh synthesises when a query's deadline passes
-
 _log = logging.getLogger(__name__)
-
-
-class _Declared:
-    """Closes a Zenoh entity (and its graph token) exactly once."""
-
-    def __init__(self, bus: ZenohBus, *entities: Any) -> None:
-        self._bus = bus
-        self._entities = list(entities)
-
-    def close(self) -> None:
-        entities, self._entities = self._entities, []
-        for entity in entities:
-            try:
-                entity.undeclare()
-            except zenoh.ZError as exc:  # already gone with the session
-                _log.debug("undeclare failed: %s", exc)
-        self._bus._forget(self)
-
-
-class ZenohPublisher(_Declared):
-    """Publishes raw CDR bytes on one topic."""
-
-    def __init__(self, bus: ZenohBus, topic: str, publisher: Any, token: Any) -> None:
-        super().__init__(bus, publisher, token)
-        self.topic = topic
-        self._publisher = publisher
-        self._put = publisher.put
-
-    def publish(self, payload: bytes) -> None:
-        self._put(payload)
-
-    def wait_for_subscribers(self, timeout_s: float) -> bool:
-        """Wait until at least one subscriber matches (plain publishers only); False at the deadline."""
-        status = getattr(self._publisher, "matching_status", None)
-        if status is None:
-            return True  # latched publishers serve late joiners from their cache anyway
-        deadline = time.monotonic() + timeout_s
-        while not self._publisher.matching_status.matching:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        return True
 
 
 class ZenohBus:
@@ -109,7 +74,7 @@ class ZenohBus:
         self._parameters = dict(parameters or {})
         self._store: ParameterStore[Any] | None = None
         self._lock = threading.RLock()  # held while any callback of this bus runs
-        self._handles: list[_Declared] = []
+        self._handles: list[Declared] = []
         self._ids = itertools.count()
         self._closed = False
         self.session = zenoh.open(session_config(self.settings))
@@ -121,7 +86,7 @@ class ZenohBus:
         self.zid = str(self.session.zid())
         self._timers = TimerScheduler(name, self._lock)
         self._service_thread: ServiceThread | None = None  # started by the first `OwnThread` service
-        node_key = self._key(f"{NODE_PREFIX}/{mangle(name)}/{self.zid}")
+        node_key = self._key(node_token_key(name, self.zid))
         self._node_token = self.session.liveliness().declare_token(node_key)
 
     @property
@@ -152,19 +117,18 @@ class ZenohBus:
         if self._closed:
             raise BusClosedError(f"bus of node {self._name!r} is closed")
 
-    def _keep(self, handle: _Declared) -> None:
+    def _keep(self, handle: Declared) -> None:
         with self._lock:
             self._handles.append(handle)
 
-    def _forget(self, handle: _Declared) -> None:
+    def _forget(self, handle: Declared) -> None:
         with self._lock:
             if handle in self._handles:
                 self._handles.remove(handle)
 
     def _graph_token(self, role: str, topic: str, typename: str, qos: QoS | None = None) -> Any:
-        entity = f"{mangle(self._name)}/{self.zid}_{next(self._ids)}" + (f"/{qos_chunk(qos)}" if qos else "")
-        key = f"{GRAPH_PREFIX}/{role}/{mangle(topic)}/{mangle(typename)}/{entity}"
-        return self.session.liveliness().declare_token(self._key(key))
+        entity = f"{mangle(self._name)}/{self.zid}_{next(self._ids)}"
+        return self.session.liveliness().declare_token(self._key(graph_token_key(role, topic, typename, entity, qos)))
 
     def _guarded(self, callback: Callable[..., None], what: str) -> Callable[..., None]:
         lock = self._lock
@@ -197,11 +161,11 @@ class ZenohBus:
             )
         else:
             publisher = self.session.declare_publisher(key, **options)
-        handle = ZenohPublisher(self, full, publisher, self._graph_token("pub", full, typename, qos))
+        handle = ZenohPublisher(self._forget, full, publisher, self._graph_token("pub", full, typename, qos))
         self._keep(handle)
         return handle
 
-    def create_subscription(self, topic: str, typename: str, callback: RawCallback, qos: QoS = RELIABLE) -> _Declared:
+    def create_subscription(self, topic: str, typename: str, callback: RawCallback, qos: QoS = RELIABLE) -> Declared:
         self._check_open()
         full = resolve(topic, self.namespace)
         key = self._topic_key(full)
@@ -224,7 +188,7 @@ class ZenohBus:
             sub: Any = zext.declare_advanced_subscriber(self.session, key, on_sample, history=history)
         else:
             sub = self.session.declare_subscriber(key, on_sample)
-        handle = _Declared(self, sub, self._graph_token("sub", full, typename, qos))
+        handle = Declared(self._forget, sub, self._graph_token("sub", full, typename, qos))
         self._keep(handle)
         return handle
 
@@ -232,7 +196,7 @@ class ZenohBus:
         self._check_open()
         return self._timers.add(period_s, callback)
 
-    def create_service(self, name: str, srv_type: str, handler: ServiceHandler) -> _Declared:
+    def create_service(self, name: str, srv_type: str, handler: ServiceHandler) -> Declared:
         self._check_open()
         full = resolve(name, self.namespace)
         if isinstance(handler, OwnThread):
@@ -242,58 +206,23 @@ class ZenohBus:
                 worker = self._service_thread
 
             def on_query(query: Any) -> None:  # Zenoh's thread: hand over, never wait here
-                worker.submit(lambda: self._answer(full, handler, query, contextlib.nullcontext()))
+                worker.submit(lambda: answer(self._name, full, handler, query, contextlib.nullcontext()))
 
         else:
 
             def on_query(query: Any) -> None:
-                self._answer(full, handler, query, self._lock)
+                answer(self._name, full, handler, query, self._lock)
 
         queryable = self.session.declare_queryable(self._topic_key(full), on_query, complete=True)
-        handle = _Declared(self, queryable, self._graph_token("srv", full, srv_type))
+        handle = Declared(self._forget, queryable, self._graph_token("srv", full, srv_type))
         self._keep(handle)
         return handle
-
-    def _answer(
-        self, full: str, handler: ServiceHandler, query: Any, guard: contextlib.AbstractContextManager[Any]
-    ) -> None:
-        """Run `handler` on the query's request (inside `guard`) and reply, outside it. The query is dropped at
-        once: the caller's answer is complete only then (a query kept alive would run into its deadline)."""
-        request = query.payload.to_bytes() if query.payload is not None else b""
-        try:
-            with guard:
-                response = handler(request)
-        except Exception as exc:
-            _log.exception("node %s: service %s handler raised", self._name, full)
-            query.reply_err(f"service {full} failed: {exc}".encode())
-            query.drop()
-            return
-        query.reply(query.key_expr, response)
-        query.drop()
 
     def call_service(self, name: str, srv_type: str, request: bytes, timeout_s: float) -> bytes:
         """Send a request and return the response bytes; never waits longer than `timeout_s`."""
         self._check_open()
         full = resolve(name, self.namespace)
-        start = time.monotonic()
-        replies = self.session.get(
-            self._topic_key(full),
-            payload=request,
-            timeout=timeout_s,
-            target=zenoh.QueryTarget.BEST_MATCHING,
-            congestion_control=zenoh.CongestionControl.BLOCK,
-        )
-        timed_out = ServiceTimeoutError(f"service {full} ({srv_type}) did not answer within {timeout_s:.1f} s")
-        for reply in replies:
-            if reply.ok is not None:
-                return bytes(reply.ok.payload.to_bytes())
-            text = reply.err.payload.to_bytes().decode(errors="replace")
-            if text == ZENOH_TIMEOUT_REPLY:
-                raise timed_out
-            raise ServiceError(text)
-        if time.monotonic() - start >= 0.9 * timeout_s:
-            raise timed_out
-        raise ServiceError(f"no server for service {full} ({srv_type})")
+        return call(self.session, self._topic_key(full), request, timeout_s, service=full, srv_type=srv_type)
 
     def declare_parameters(self, spec: type[P], on_change: Callable[[P], None] | None = None) -> P:
         where = f"parameters of node {self._name!r}"
@@ -312,17 +241,13 @@ class ZenohBus:
         with self._lock:
             self._store.apply(changes)
 
-    def parameter_values(self) -> dict[str, Any]:
-        """Every declared parameter's current value by dotted name (None: not set)."""
-        return self._store.current() if self._store is not None else {}
-
-    def declare_token(self, key: str) -> _Declared:
+    def declare_token(self, key: str) -> Declared:
         self._check_open()
-        handle = _Declared(self, self.session.liveliness().declare_token(self._key(key)))
+        handle = Declared(self._forget, self.session.liveliness().declare_token(self._key(key)))
         self._keep(handle)
         return handle
 
-    def watch_tokens(self, prefix: str, callback: TokenCallback) -> _Declared:
+    def watch_tokens(self, prefix: str, callback: TokenCallback) -> Declared:
         self._check_open()
         guarded = self._guarded(callback, f"tokens {prefix}")
         domain = self.settings.domain
@@ -332,7 +257,7 @@ class ZenohBus:
 
         pattern = self._key(f"{prefix.rstrip('/')}/**")
         sub = self.session.liveliness().declare_subscriber(pattern, on_sample, history=True)
-        handle = _Declared(self, sub)
+        handle = Declared(self._forget, sub)
         self._keep(handle)
         return handle
 
@@ -346,28 +271,19 @@ class ZenohBus:
         return len(self._live_tokens(f"{GRAPH_PREFIX}/sub/{full}/**", timeout_s))
 
     def topic_names_and_types(self, timeout_s: float = 0.5) -> dict[str, list[str]]:
-        found: dict[str, set[str]] = {}
-        for e in self.graph_endpoints(timeout_s):
-            if e.role in ("pub", "sub"):
-                found.setdefault(e.name, set()).add(e.typename)
-        return {topic: sorted(types) for topic, types in sorted(found.items())}
+        return topic_types(self.graph_endpoints(timeout_s))
 
     def graph_endpoints(self, timeout_s: float = 0.5) -> list[Endpoint]:
         """Every publisher, subscription and service announced on the network (`user.bus.zenoh_graph`)."""
         return [e for e in map(parse_token, self._live_tokens(f"{GRAPH_PREFIX}/*/**", timeout_s)) if e is not None]
 
-    def topic_endpoints(self, timeout_s: float = 0.5) -> dict[str, tuple[str, set[str], set[str]]]:
+    def topic_endpoints(self, timeout_s: float = 0.5) -> dict[str, TopicEnds]:
         """Topic -> (type, publishing node names, subscribing node names), from the graph tokens."""
-        found: dict[str, tuple[str, set[str], set[str]]] = {}
-        for e in self.graph_endpoints(timeout_s):
-            if e.role in ("pub", "sub"):
-                _, pubs, subs = found.setdefault(e.name, (e.typename, set(), set()))
-                (pubs if e.role == "pub" else subs).add(e.node)
-        return dict(sorted(found.items()))
+        return topic_ends(self.graph_endpoints(timeout_s))
 
     def node_names(self, timeout_s: float = 0.5) -> list[str]:
         """Names of the nodes currently alive on the network."""
-        return sorted({unmangle(key.split("/")[2]) for key in self._live_tokens(f"{NODE_PREFIX}/**", timeout_s)})
+        return sorted({node_name(key) for key in self._live_tokens(f"{NODE_PREFIX}/**", timeout_s)})
 
     def close(self) -> None:
         """Undeclare everything and close the session. Safe to call twice."""

@@ -16,10 +16,9 @@ from types import TracebackType
 
 from user.cameras.config import CameraConfig
 from user.cameras.errors import CameraError, CameraNotOpenError, CameraOpenError, EndOfStreamError
-from user.cameras.frame import RGB, Frame, Grab
+from user.cameras.frame import Frame, Grab
 from user.cameras.latest import CameraHealth, Clock, LatestFrame, WallClock
-from user.cameras.processing import encode_frame, prepare
-from user.interfaces.domain import EncodedImage
+from user.cameras.processing import prepare
 
 _log = logging.getLogger(__name__)
 MAX_GRAB_WAIT_S = 0.25  # a grab waits at most this long, so the thread notices close() and a dead device
@@ -47,9 +46,6 @@ class Camera(ABC):
         self._thread: threading.Thread | None = None
         self._lingering: threading.Thread | None = None  # a capture thread that missed its deadline
         self._run_state = _Run()
-        self._device_size: tuple[int, int] | None = None  # (width, height) the device reported, set by drivers
-        self._encode_lock = threading.Lock()
-        self._last_encoded: tuple[RGB, EncodedImage] | None = None  # (pixels, their JPEG): newest encoded frame
 
     # ----------------------------------------------------------------- what drivers implement
 
@@ -74,18 +70,6 @@ class Camera(ABC):
     @property
     def name(self) -> str:
         return self.config.name
-
-    @property
-    def rate_hz(self) -> float:
-        """The expected frame rate (see `health().measured_rate_hz` for the measured one)."""
-        return self.config.rate_hz
-
-    @property
-    def resolution(self) -> tuple[int, int] | None:
-        """(width, height) of the frames handed out, where known (from the config, the device, or its first frame)."""
-        if self.config.crop is not None or self.config.resize is not None:
-            return self.config.output_size
-        return self._device_size or self.config.output_size
 
     @property
     def is_open(self) -> bool:
@@ -151,21 +135,6 @@ class Camera(ABC):
         Never waits, never raises for staleness: for loops that hold or mark the observation themselves."""
         self._check_open()
         return self._frames.poll(self.config.max_age_s if max_age_s is None else max_age_s)
-
-    def encode(self, frame: Frame) -> EncodedImage:
-        """`frame` as JPEG at the configured quality (the newest frame is encoded once, however often asked)."""
-        with self._encode_lock:
-            cached = self._last_encoded
-        if cached is not None and cached[0] is frame.rgb:
-            return cached[1]
-        encoded = encode_frame(frame, self.config.jpeg_quality)
-        with self._encode_lock:
-            self._last_encoded = (frame.rgb, encoded)
-        return encoded
-
-    def latest_encoded(self, max_age_s: float | None = None) -> EncodedImage:
-        """`encode(latest(max_age_s))`."""
-        return self.encode(self.latest(max_age_s))
 
     def health(self) -> CameraHealth:
         return self._frames.health()
@@ -241,23 +210,10 @@ class Camera(ABC):
         if grabbed is None:
             self._frames.check_dead()
             return True
-        if self._device_size is None and getattr(grabbed[0], "ndim", 0) == 3:
-            self._device_size = (int(grabbed[0].shape[1]), int(grabbed[0].shape[0]))
         try:
             rgb = prepare(self.config, grabbed[0])
         except CameraError as exc:
             self._frames.count_error(exc)
             return True
-        frame = self._frames.put(rgb, grabbed[1])
-        if self.config.encode_in_capture:
-            self._encode_in_capture(frame)
+        self._frames.put(rgb, grabbed[1])
         return True
-
-    def _encode_in_capture(self, frame: Frame) -> None:
-        try:
-            encoded = encode_frame(frame, self.config.jpeg_quality)
-        except CameraError as exc:
-            self._frames.count_error(exc)
-            return
-        with self._encode_lock:
-            self._last_encoded = (frame.rgb, encoded)

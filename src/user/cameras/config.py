@@ -42,12 +42,6 @@ class CameraConfig:
         None, "region kept, (x, y, width, height) in device pixels, applied before resize; none: whole image"
     )
     resize: tuple[int, int] | None = setting(None, "(width, height) frames are resized to; none: keep the size")
-    jpeg_quality: int = setting(90, "JPEG quality of encoded frames, 1-100", min=1, max=100)
-    encode_in_capture: bool = setting(
-        False,
-        "JPEG-encode every frame in the capture thread, so handing out encoded frames costs the control loop "
-        "nothing (spends CPU on frames nobody reads)",
-    )
     max_age_s: float = setting(0.1, "default oldest frame `latest` hands out, s", min=0.0)
     dead_after_periods: int = setting(10, "frame periods without a frame before the camera is reported dead", min=2)
     open_timeout_s: float = setting(10.0, "longest wait for the device to open, s", min=0.1)
@@ -81,14 +75,3 @@ class CameraConfig:
         if self.msg_type:
             return self.msg_type
         return IMAGE_TYPES[1] if self.topic.rstrip("/").endswith("/compressed") else IMAGE_TYPES[0]
-
-    @property
-    def output_size(self) -> tuple[int, int] | None:
-        """(width, height) of handed-out frames when the config fixes it, else None."""
-        if self.resize is not None:
-            return self.resize
-        if self.crop is not None:
-            return (self.crop[2], self.crop[3])
-        if self.width and self.height:
-            return (self.width, self.height)
-        return None

@@ -51,9 +51,6 @@ class OpenCVCamera(Camera):
             raise CameraOpenError(self.name, f"OpenCV cannot open {self.describe_device()}; {hint}")
         if not self._is_file:
             self._request(capture)
-        width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
-        height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
-        self._device_size = (width, height) if width > 0 and height > 0 else None
         self._capture = capture
 
     def _request(self, capture: Any) -> None:

@@ -1,4 +1,4 @@
-"""Per-camera image processing in the capture thread: check, crop, resize; and JPEG for the wire."""
+"""Per-camera image processing in the capture thread: check, crop, resize."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import numpy as np
 
 from user.cameras.config import CameraConfig
 from user.cameras.errors import FrameFormatError
-from user.cameras.frame import RGB, Frame
-from user.interfaces.domain import EncodedImage
-from user.interfaces.images import ImageCodecError, encode_jpeg
+from user.cameras.frame import RGB
 
 
 def prepare(config: CameraConfig, image: object) -> RGB:
@@ -32,12 +30,3 @@ def prepare(config: CameraConfig, image: object) -> RGB:
         out = np.array(rgb, dtype=np.uint8, order="C", copy=True)
     out.flags.writeable = False
     return out
-
-
-def encode_frame(frame: Frame, quality: int) -> EncodedImage:
-    """The frame as a JPEG `EncodedImage` stamped with its best capture time."""
-    try:
-        data = encode_jpeg(np.ascontiguousarray(frame.rgb), quality)
-    except ImageCodecError as exc:
-        raise FrameFormatError(frame.camera, str(exc)) from exc
-    return EncodedImage(camera=frame.camera, format="jpeg", data=data, stamp_ns=frame.stamp_ns)

@@ -80,8 +80,6 @@ class RealSenseCamera(Camera):
         sensor = profile.get_device().first_color_sensor()
         if sensor.supports(rs.option.global_time_enabled):
             sensor.set_option(rs.option.global_time_enabled, 1)
-        stream = profile.get_stream(rs.stream.color).as_video_stream_profile()
-        self._device_size = (int(stream.width()), int(stream.height()))
         self._pipeline = pipeline
         self._last_number = None
 

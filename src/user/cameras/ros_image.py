@@ -1,4 +1,4 @@
-"""sensor_msgs/Image and sensor_msgs/CompressedImage <-> HxWx3 uint8 RGB (ROS-free, through the codec)."""
+"""sensor_msgs/Image and sensor_msgs/CompressedImage -> HxWx3 uint8 RGB (ROS-free, through the codec)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import cv2
 import numpy as np
 
 from user.cameras.frame import RGB
-from user.interfaces.codec import Codec
-from user.interfaces.images import ImageCodecError, decode_image, encode_jpeg
-from user.interfaces.stamps import from_time, header
+from user.interfaces.images import ImageCodecError, decode_image
+from user.interfaces.stamps import from_time
 
 # encoding -> (channels, OpenCV conversion to RGB or None when already RGB)
 _ENCODINGS: dict[str, tuple[int, int | None]] = {
@@ -63,25 +62,3 @@ def msg_to_rgb(msg: Any, typename: str) -> tuple[RGB, int | None]:
     rgb = compressed_msg_to_rgb(msg) if typename.endswith("CompressedImage") else image_msg_to_rgb(msg)
     stamp = from_time(msg.header.stamp)
     return rgb, (stamp if stamp > 0 else None)
-
-
-def rgb_to_image_msg(rgb: RGB, stamp_ns: int, frame_id: str, codec: Codec) -> Any:
-    """A sensor_msgs/msg/Image (rgb8) of `rgb`."""
-    height, width = int(rgb.shape[0]), int(rgb.shape[1])
-    return codec.msg_class("sensor_msgs/msg/Image")(
-        header=header(stamp_ns, frame_id, codec),
-        height=height,
-        width=width,
-        encoding="rgb8",
-        is_bigendian=0,
-        step=width * 3,
-        data=np.ascontiguousarray(rgb, dtype=np.uint8).reshape(-1),
-    )
-
-
-def rgb_to_compressed_msg(rgb: RGB, stamp_ns: int, frame_id: str, codec: Codec, quality: int = 90) -> Any:
-    """A sensor_msgs/msg/CompressedImage (JPEG) of `rgb`."""
-    data = np.frombuffer(encode_jpeg(np.ascontiguousarray(rgb), quality), dtype=np.uint8)
-    return codec.msg_class("sensor_msgs/msg/CompressedImage")(
-        header=header(stamp_ns, frame_id, codec), format="jpeg", data=data
-    )

@@ -11,18 +11,18 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from user.buffer.bag_import import ImportResult, import_bag
+from user.buffer.bags.bag_import import ImportResult, import_bag
+from user.buffer.bags.export import EpisodeFilter, export_dataset
+from user.buffer.bags.importer import ImportMapping
 from user.buffer.config import BufferConfig
+from user.buffer.disk.directory import SEGMENTS_DIR, has_segments
 from user.buffer.episode_window import WindowStats
 from user.buffer.errors import BufferError
-from user.buffer.export import EpisodeFilter, export_dataset
-from user.buffer.importer import ImportMapping
 from user.buffer.index import INDEX_FILE, Index
-from user.buffer.index_rows import SEGMENTS_DIR, has_segments
 from user.buffer.info import BufferInfo, buffer_info
-from user.buffer.reindex import reindex
+from user.buffer.repair.reindex import reindex
+from user.buffer.repair.verify import verify
 from user.buffer.storage import DiskStorage
-from user.buffer.verify import verify
 from user.cli.progress import Phases
 from user.config.strict import ConfigError, from_mapping, load_yaml
 from user.deploy.run_dir import BUFFER_DIR, SAVED_DEPLOYMENT

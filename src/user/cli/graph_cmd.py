@@ -72,9 +72,17 @@ def run(args: argparse.Namespace) -> int:
     rows = [("topic", "type", "publishers", "subscribers", "Hz", "kB/s", "crosses" if site_of else "")]
     for topic, (typename, pubs, subs) in endpoints.items():
         meter = meters[topic]
-        rows.append((topic, typename, ",".join(sorted(pubs)) or "-", ",".join(sorted(subs)) or "-",
-                     f"{meter.messages / args.window:.1f}", f"{meter.size / args.window / 1e3:.1f}",
-                     links(pubs, subs, site_of)))  # fmt: skip
+        rows.append(
+            (
+                topic,
+                typename,
+                ",".join(sorted(pubs)) or "-",
+                ",".join(sorted(subs)) or "-",
+                f"{meter.messages / args.window:.1f}",
+                f"{meter.size / args.window / 1e3:.1f}",
+                links(pubs, subs, site_of),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

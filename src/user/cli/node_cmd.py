@@ -15,8 +15,9 @@ from typing import Any
 import yaml
 
 from user.bus.zenoh_config import ZenohSettings
+from user.config.describe import describe_settings
 from user.config.flat import unflatten
-from user.config.strict import ConfigError, describe_settings, load_yaml
+from user.config.strict import ConfigError, load_yaml
 from user.runtime.kinds import KINDS
 
 _log = logging.getLogger("user.runtime")

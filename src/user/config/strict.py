@@ -7,7 +7,9 @@ be silently ignored because it sits under the wrong key.
 One of several kinds: a discriminator field (`algorithm`, `policy_kind`, `source`, `driver`) selects a kind,
 and the fields that only one kind uses say so with `setting(..., when=("algorithm", "rlpd"))`. Such a field
 given while another kind is selected is an error naming the key and the kind that is selected, never a
-value quietly left unused; `inactive_settings` names the fields the selected kinds leave out.
+value quietly left unused; `inactive_settings` names the fields the selected kinds leave out. A section whose
+class the selected kind decides, and a mapping of named sections, are `user.config.sections`; the help
+listing of every leaf setting is `user.config.describe`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
@@ -80,7 +82,7 @@ def _key(path: str, name: str) -> str:
 
 def _convert(tp: Any, value: Any, where: str) -> Any:
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return _build_dataclass(tp, value, where)
+        return build_at(tp, value, where)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if tp is Any:
@@ -151,6 +153,15 @@ def _convert_scalar(tp: Any, value: Any, where: str) -> Any:
     raise _at(where, f"cannot use {value!r} as {getattr(tp, '__name__', tp)}")
 
 
+class _Section(Protocol):
+    """What `user.config.sections` keeps in a section field's metadata (under SECTION)."""
+
+    def check_resolved(self, value: Any, where: str) -> None: ...
+
+
+SECTION = "section"  # metadata key of a section field (`user.config.sections`): its data is parsed by its class
+
+
 def _check_bounds(f: dataclasses.Field[Any], value: Any, where: str) -> None:
     """Apply the `min`, `max` and `choices` a field declares in its metadata (see `setting`)."""
     meta = f.metadata
@@ -171,15 +182,20 @@ def setting(
     choices: tuple[Any, ...] | None = None,
     live: bool = False,
     when: tuple[str, str | tuple[str, ...]] | None = None,
+    section: Any = None,
 ) -> Any:
     """A dataclass field with a description and optional bounds, checked when loaded from data.
 
     `live=True` marks a setting a running node applies when it changes (a ROS parameter that is not
     read-only); every other setting is fixed for the life of the node. `when=(field, kinds)` marks a
     setting of some kinds only: giving it while the dataclass's `field` selects another kind is an error.
+    `section` (`user.config.sections.KindSection` or `NamedSections`) makes the field a section whose class the
+    other settings decide; the dataclass then calls `resolve_sections(self)` first in its `__post_init__`.
     Mutable defaults (lists, dicts) are copied per instance.
     """
     meta: dict[str, Any] = {"doc": doc}
+    if section is not None:
+        meta[SECTION] = section
     if live:
         meta["live"] = True
     if when is not None:
@@ -196,50 +212,6 @@ def setting(
     return dataclasses.field(default=default, metadata=meta)
 
 
-def describe_settings(
-    cls: type[Any], prefix: str = "", values: Any = None, only: str = ""
-) -> list[tuple[str, str, Any, str]]:
-    """(name, type, default, description) of each leaf setting of dataclass `cls`, for help output.
-
-    Nested settings are listed one by one under their dotted names, the names ROS parameters have
-    (`learning.sac.gamma`: the `gamma` of the `sac` section of `learning`), each with the default its section's
-    default gives it. A setting of one kind says so at the end of its description ("[only with learning.algorithm
-    sac]"). `values` (a `cls` instance) supplies the defaults of a nested section; `only` its kind condition.
-    """
-    hints = typing.get_type_hints(cls)
-    rows = []
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        tp, name = hints[f.name], f"{prefix}{f.name}"
-        value = getattr(values, f.name) if values is not None else default_of(f)
-        selection = selection_of(f)
-        condition = f"only with {prefix}{selection[0]} {' or '.join(selection[1])}" if selection else only
-        section = _dataclass_in(tp)
-        if section is not None:
-            rows.extend(describe_settings(section, f"{name}.", value, condition))
-            continue
-        doc = str(f.metadata.get("doc", "")) + (f" [{condition}]" if condition else "")
-        rows.append((name, _type_name(tp), value, doc))
-    return rows
-
-
-def _dataclass_in(tp: Any) -> type[Any] | None:
-    """The settings dataclass a field's annotation names (`X` or `X | None`); None for any other type."""
-    args = [a for a in typing.get_args(tp) if a is not type(None)] if _is_union(tp) else [tp]
-    inner = args[0] if len(args) == 1 else None
-    return inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
-
-
-def _is_union(tp: Any) -> bool:
-    return typing.get_origin(tp) in (typing.Union, types.UnionType)
-
-
-def _type_name(tp: Any) -> str:
-    """`float`, `int | None`, `Literal['a', 'b']`, `tuple[int, ...]`: an annotation as a reader writes it."""
-    return tp.__name__ if isinstance(tp, type) and not typing.get_args(tp) else str(tp).replace("typing.", "")
-
-
 def unknown_key(key: str, known: list[str]) -> str:
     """The message for an unknown `key`: the nearest known key when one is close (a typo), then all of them."""
     near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
@@ -247,29 +219,49 @@ def unknown_key(key: str, known: list[str]) -> str:
     return f"unknown key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
 
 
-def _build_dataclass(cls: type[Any], value: Any, where: str) -> Any:
+def build_at(cls: type[Any], value: Any, where: str, fixed: Mapping[str, tuple[Any, str]] | None = None) -> Any:
+    """`cls` from the mapping `value`, errors naming the key path from `where` on (`from_mapping` adds the file).
+
+    `fixed` gives fields their value from elsewhere (name -> (value, the path an error names)): the settings around
+    a section that the section's class shares (`user.config.sections.KindSection`)."""
     if value is None:
         value = {}
     if not isinstance(value, Mapping):
         raise _at(where, f"expected a mapping for {cls.__name__}, got {type(value).__name__}")
-    hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [str(k) for k in value if k not in fields]
     if unknown:
         raise _at(where, unknown_key(unknown[0], list(fields)))
-    kwargs: dict[str, Any] = {}
-    for name, f in fields.items():
-        sub = _key(where, name)
-        if name in value:
-            kwargs[name] = _convert(hints[name], value[name], sub)
-            _check_bounds(f, kwargs[name], sub)
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise _at(sub, "required key is missing")
+    given = {name: (data, _key(where, name)) for name, data in value.items()}
+    kwargs = _field_values(cls, fields, {**(fixed or {}), **given}, where)
     _check_selected(cls, fields, [str(k) for k in value], kwargs, where)
     try:
-        return cls(**kwargs)
+        built = cls(**kwargs)
     except (ValueError, TypeError) as exc:  # validation in __post_init__ (ConfigError is a ValueError)
         raise _at(where, str(exc)) from exc
+    for name, f in fields.items():
+        section: _Section | None = f.metadata.get(SECTION)
+        if section is not None:
+            section.check_resolved(getattr(built, name), _key(where, name))
+    return built
+
+
+def _field_values(
+    cls: type[Any], fields: Mapping[str, dataclasses.Field[Any]], given: Mapping[str, tuple[Any, str]], where: str
+) -> dict[str, Any]:
+    """The constructor arguments of `cls` from the data `given` (name -> (data, its key path)), converted and checked;
+    a section's data is passed on as it is (its class depends on the other settings: parsed in `__post_init__`)."""
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in given:
+            data, path = given[name]
+            kwargs[name] = data if SECTION in f.metadata else _convert(hints[name], data, path)
+            if SECTION not in f.metadata:
+                _check_bounds(f, kwargs[name], path)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise _at(_key(where, name), "required key is missing")
+    return kwargs
 
 
 def selection_of(f: dataclasses.Field[Any]) -> tuple[str, tuple[str, ...]] | None:
@@ -298,12 +290,16 @@ def _check_selected(
         selector, kinds = selection
         selected = _selected_kind(fields, selector, given)
         if selected not in kinds:
-            owners = " or ".join(repr(k) for k in kinds)
-            raise _at(
-                _key(where, key),
-                f"a setting of {selector} {owners}, but {selector} {selected!r} is selected "
-                f"(remove it, or select {selector}: {kinds[0]})",
-            )
+            raise _at(_key(where, key), not_selected(selector, kinds, selected))
+
+
+def not_selected(selector: str, kinds: tuple[str, ...], selected: Any) -> str:
+    """The message for a setting of `kinds` given while `selector` selects another kind."""
+    owners = " or ".join(repr(k) for k in kinds)
+    return (
+        f"a setting of {selector} {owners}, but {selector} {selected!r} is selected "
+        f"(remove it, or select {selector}: {kinds[0]})"
+    )
 
 
 def default_of(f: dataclasses.Field[Any]) -> Any:

@@ -175,8 +175,11 @@ class Supervisor:
         code = router.finish()
         self.router_restarts += 1
         if self.router_restarts > ROUTER_MAX_RESTARTS:
-            _log.error("the Zenoh router exited with code %s, restarted %d times already; stopping the deployment",
-                       code, ROUTER_MAX_RESTARTS)  # fmt: skip
+            _log.error(
+                "the Zenoh router exited with code %s, restarted %d times already; stopping the deployment",
+                code,
+                ROUTER_MAX_RESTARTS,
+            )
             self.failed = True
             self.stop_event.set()
             return
@@ -201,8 +204,14 @@ class Supervisor:
             if status is not None and status.state == RUNNING:
                 after = life.reported_running(now)
                 ready = sum(1 for c in self.children if c.life is not None and c.life.running)
-                _log.info("[%d/%d] %s is running (%.1f s after its start, %.1f s into the bringup)",
-                          ready, len(self.children), child.name, after, now - self.started_at)  # fmt: skip
+                _log.info(
+                    "[%d/%d] %s is running (%.1f s after its start, %.1f s into the bringup)",
+                    ready,
+                    len(self.children),
+                    child.name,
+                    after,
+                    now - self.started_at,
+                )
             elif life.overdue(now):
                 _log.error(
                     "%s did not report running within %g s (its start_timeout_s); stopping it",

@@ -11,7 +11,7 @@ from user.hardware.accelerators import detect_accelerators
 from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor, from_msg, from_robot, to_msg
 from user.hardware.errors import HardwareError, InvalidDescriptorError, ResourcesNotFoundError
-from user.hardware.registry import Registry, RegistryEvent, ResourceStatus
+from user.hardware.registry import Registry, ResourceStatus
 from user.hardware.scheduler import Assignment, MissingResourceError, Placement, Schedule, place, schedule
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "MissingResourceError",
     "Placement",
     "Registry",
-    "RegistryEvent",
     "ResourceDescriptor",
     "ResourceStatus",
     "ResourcesNotFoundError",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,7 +23,6 @@ from user.hardware.keys import TOKEN_PREFIX, descriptor_topic, parse_token_key
 from user.runtime.node import Node
 
 Health = Literal["alive", "lost"]
-Change = Literal["added", "updated", "lost"]
 
 DEFAULT_KEEP_LOST_S = 600.0  # how long a lost resource stays listed under `include_lost`
 
@@ -49,23 +48,12 @@ class ResourceStatus:
 
 
 @dataclass(frozen=True)
-class RegistryEvent:
-    """A change of the table, as passed to listeners."""
-
-    change: Change  # "added": alive with a descriptor; "updated": new descriptor; "lost": token vanished
-    status: ResourceStatus
-
-
-@dataclass(frozen=True)
 class Pending:
     """A resource whose token is alive but whose descriptor has not arrived (yet)."""
 
     kind: str
     resource_id: str
     since: float  # wall-clock time the token appeared
-
-
-Listener = Callable[[RegistryEvent], None]
 
 
 class _Entry:
@@ -90,15 +78,6 @@ class _Entry:
         )
 
 
-class _ListenerHandle:
-    def __init__(self, registry: Registry, listener: Listener) -> None:
-        self._registry = registry
-        self._listener = listener
-
-    def close(self) -> None:
-        self._registry._remove_listener(self._listener)
-
-
 class Registry:
     """Discovers resources through `node`'s bus. Thread-safe: read it from any thread."""
 
@@ -107,7 +86,6 @@ class Registry:
         self._keep_lost_s = keep_lost_s
         self._changed = threading.Condition()  # guards the table; notified on every change
         self._entries: dict[str, _Entry] = {}
-        self._listeners: list[Listener] = []
         self._closed = False
         self._watch = node.bus.watch_tokens(TOKEN_PREFIX, self._on_token)
 
@@ -126,14 +104,6 @@ class Registry:
     def descriptors(self, kind: str | None = None) -> list[ResourceDescriptor]:
         """Descriptors of the alive resources (what the scheduler places on)."""
         return [status.descriptor for status in self.resources(kind)]
-
-    def get(self, resource_id: str) -> ResourceStatus | None:
-        """The status of one resource (alive or recently lost), or None."""
-        now = time.time()
-        with self._changed:
-            self._prune(now)
-            entry = self._entries.get(resource_id)
-            return entry.status(now) if entry is not None else None
 
     def pending(self) -> list[Pending]:
         """Resources whose token is alive but whose descriptor has not arrived."""
@@ -174,23 +144,6 @@ class Registry:
                 self._changed.wait(remaining)
         return True
 
-    def wait_for_loss(self, resource_id: str, timeout_s: float) -> bool:
-        """Wait until `resource_id` is no longer alive; False at the deadline."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while self._alive(resource_id):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._changed.wait(remaining)
-        return True
-
-    def add_listener(self, listener: Listener) -> Handle:
-        """Call `listener(event)` on every change (from the bus's callback thread); close the handle to stop."""
-        with self._changed:
-            self._listeners.append(listener)
-        return _ListenerHandle(self, listener)
-
     def close(self) -> None:
         """Stop watching and drop every subscription. Safe to call twice."""
         with self._changed:
@@ -200,7 +153,6 @@ class Registry:
             subscriptions = [e.subscription for e in self._entries.values() if e.subscription is not None]
             for entry in self._entries.values():
                 entry.subscription = None
-            self._listeners.clear()
         self._watch.close()
         for subscription in subscriptions:
             subscription.close()
@@ -253,20 +205,17 @@ class Registry:
             if entry is None or not entry.alive:
                 return
             subscription, entry.subscription = entry.subscription, None
-            if entry.descriptor is None:
-                del self._entries[resource_id]  # never described: nothing to remember
-                event = None
-            else:
+            described = entry.descriptor is not None
+            if described:
                 entry.alive = False
                 entry.since = now
-                status = entry.status(now)
-                event = RegistryEvent("lost", status) if status is not None else None
+            else:
+                del self._entries[resource_id]  # never described: nothing to remember
             self._changed.notify_all()
         if subscription is not None:
             subscription.close()
-        if event is not None:
-            _log.warning("resource %s %r is lost (its announcer is gone)", event.status.kind, resource_id)
-            self._emit(event)
+        if described:
+            _log.warning("resource %s %r is lost (its announcer is gone)", entry.kind, resource_id)
 
     def _on_descriptor(self, resource_id: str, msg: Any) -> None:
         try:
@@ -274,7 +223,6 @@ class Registry:
         except InvalidDescriptorError as exc:
             _log.error("dropped the descriptor of resource %r: %s", resource_id, exc)
             return
-        now = time.time()
         with self._changed:
             entry = self._entries.get(resource_id)
             if entry is None or not entry.alive:
@@ -291,14 +239,12 @@ class Registry:
                 return
             if descriptor == entry.descriptor:
                 return  # the same latched sample again (history and live delivery may overlap)
-            change: Change = "added" if entry.descriptor is None else "updated"
+            change = "added" if entry.descriptor is None else "updated"
             entry.descriptor = descriptor
-            event = RegistryEvent(change, ResourceStatus(descriptor, "alive", entry.since, now))
             self._changed.notify_all()
         _log.info(
             "resource %s %r %s (%s at %r)", descriptor.kind, resource_id, change, descriptor.model, descriptor.site
         )
-        self._emit(event)
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -306,27 +252,7 @@ class Registry:
         entry = self._entries.get(resource_id)
         return entry.status(now) if entry is not None and entry.alive else None
 
-    def _alive(self, resource_id: str) -> bool:
-        entry = self._entries.get(resource_id)
-        return entry is not None and entry.alive
-
     def _prune(self, now: float) -> None:
         expired = [rid for rid, e in self._entries.items() if not e.alive and now - e.since > self._keep_lost_s]
         for rid in expired:
             del self._entries[rid]
-
-    def _emit(self, event: RegistryEvent) -> None:
-        with self._changed:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(event)
-            except Exception:
-                _log.exception(
-                    "registry listener %r raised on %s of %r", listener, event.change, event.status.resource_id
-                )
-
-    def _remove_listener(self, listener: Listener) -> None:
-        with self._changed:
-            if listener in self._listeners:
-                self._listeners.remove(listener)

@@ -64,9 +64,6 @@ class Codec:
     def has_type(self, typename: str) -> bool:
         return normalize_typename(typename) in self.typestore.types
 
-    def type_names(self) -> list[str]:
-        return sorted(self.typestore.types)
-
     def msg_class(self, typename: str) -> Any:
         """The dataclass that represents messages of `typename`."""
         return self.typestore.types[self.resolve(typename)]

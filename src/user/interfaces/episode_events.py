@@ -9,7 +9,6 @@ from typing import Any
 from user.interfaces.codec import Codec
 from user.interfaces.stamps import from_time, header
 
-RESET_SEED_NONE = -1  # user/srv/Reset SEED_NONE: reset without seeding
 RESET_SEED_DEFAULT = -2  # user/srv/Reset SEED_DEFAULT: the robot's own seed schedule (seed + episode index)
 
 

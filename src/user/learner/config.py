@@ -1,28 +1,56 @@
 """What a learner trains and how: the policy, the algorithm and the pacing against incoming data.
 
 One `LearningConfig` is shared by the learner (which trains) and the rollout nodes (which act): both build
-the policy from `policy`, so the weights the learner publishes fit the policy a robot site runs.
+the policy from `policy_kind`'s section, so the weights the learner publishes fit the policy a robot site runs.
+The algorithm kinds are `user.algorithms.registry.ALGORITHMS` (each a settings class that builds its algorithm),
+the policy kinds `POLICIES`; each kind has its section here, named after it (the tests hold the choices, the
+sections and the tables together).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
-from user.algorithms.base import Algorithm
-from user.algorithms.hg_dagger import HGDagger, HGDaggerConfig
-from user.algorithms.rlpd import RLPD, RLPDConfig
-from user.algorithms.sac import SAC, SACConfig
+from user.algorithms.base import Algorithm, AlgorithmConfig
+from user.algorithms.hg_dagger import HGDaggerConfig
+from user.algorithms.registry import ALGORITHMS
+from user.algorithms.rlpd import RLPDConfig
+from user.algorithms.sac import SACConfig
+from user.algorithms.sac_flow import SACFlowConfig
 from user.buffer.config import SamplerConfig
 from user.config.strict import ConfigError, setting
 from user.learner.state_select import PRIVILEGED_PREFIX, StateSelector
+from user.policies.base import Policy
 from user.policies.cnn import CNNPolicy, CNNPolicyConfig
-from user.policies.gaussian import GaussianPolicy
+from user.policies.flow import FlowPolicy, FlowPolicyConfig
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
 
-AlgorithmKind = Literal["rlpd", "sac", "hg_dagger"]
-PolicyKind = Literal["mlp", "cnn"]
+AlgorithmKind = Literal["rlpd", "sac", "sac_flow", "hg_dagger"]  # the names of ALGORITHMS
+PolicyKind = Literal["mlp", "cnn", "flow"]  # the names of POLICIES
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """One policy kind a run selects by name (`learning.policy_kind`); its settings are the section of that name."""
+
+    policy: type[Policy]  # the class it builds (what an algorithm's `trains` is checked against)
+    build: Callable[[Any], Policy]  # a fresh policy from its section
+
+
+POLICIES: dict[str, PolicyEntry] = {
+    "mlp": PolicyEntry(MLPPolicy, MLPPolicy),
+    "cnn": PolicyEntry(CNNPolicy, CNNPolicy),
+    "flow": PolicyEntry(FlowPolicy, FlowPolicy),
+}
+
+
+class PolicySettings(Protocol):
+    """What the learner reads of every policy kind's section besides building it."""
+
+    @property
+    def state_dim(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -30,14 +58,20 @@ class LearningConfig:
     """The policy and algorithm of a run (shared by learner and rollout)."""
 
     policy_id: str = setting("policy", "name of the policy; weight chunks carry it, subscribers check it")
-    policy_kind: PolicyKind = setting("mlp", "mlp: state only; cnn: camera images + state")
+    policy_kind: PolicyKind = setting("mlp", "mlp: state only; cnn: camera images + state; flow: flow matching")
     mlp: MLPPolicyConfig = setting(
         MLPPolicyConfig(state_dim=17, action_dim=7), "policy_kind mlp: the network", when=("policy_kind", "mlp")
     )
     cnn: CNNPolicyConfig = setting(CNNPolicyConfig(), "policy_kind cnn: the network", when=("policy_kind", "cnn"))
-    algorithm: AlgorithmKind = setting("rlpd", "rlpd, sac or hg_dagger")
+    flow: FlowPolicyConfig = setting(
+        FlowPolicyConfig(), "policy_kind flow: the network (for sac_flow)", when=("policy_kind", "flow")
+    )
+    algorithm: AlgorithmKind = setting("rlpd", ", ".join(ALGORITHMS))
     rlpd: RLPDConfig = setting(RLPDConfig(), "algorithm rlpd: its settings", when=("algorithm", "rlpd"))
     sac: SACConfig = setting(SACConfig(), "algorithm sac: its settings", when=("algorithm", "sac"))
+    sac_flow: SACFlowConfig = setting(
+        SACFlowConfig(), "algorithm sac_flow: its settings (policy_kind flow)", when=("algorithm", "sac_flow")
+    )
     hg_dagger: HGDaggerConfig = setting(
         HGDaggerConfig(), "algorithm hg_dagger: its settings", when=("algorithm", "hg_dagger")
     )
@@ -46,22 +80,43 @@ class LearningConfig:
     )
     seed: int = setting(0, "seed of the algorithm's random draws")
 
+    def __post_init__(self) -> None:
+        trains = ALGORITHMS[self.algorithm].trains
+        if not issubclass(POLICIES[self.policy_kind].policy, trains):
+            fits = " or ".join(k for k, e in POLICIES.items() if issubclass(e.policy, trains))
+            raise ConfigError(
+                f"algorithm {self.algorithm} cannot train a policy of policy_kind {self.policy_kind}; "
+                f"select policy_kind {fits}"
+            )
+
+    @property
+    def policy_settings(self) -> PolicySettings:
+        """The selected policy kind's section."""
+        section: PolicySettings = getattr(self, self.policy_kind)
+        return section
+
+    @property
+    def algorithm_settings(self) -> AlgorithmConfig:
+        """The selected algorithm's section, which builds it."""
+        section: AlgorithmConfig = getattr(self, self.algorithm)
+        return section
+
     @property
     def state_dim(self) -> int:
-        return POLICIES[self.policy_kind].settings(self).state_dim
+        return self.policy_settings.state_dim
 
-    def build_policy(self) -> GaussianPolicy:
+    def build_policy(self) -> Policy:
         """A fresh policy (random init from its seed)."""
-        return POLICIES[self.policy_kind].build(self)
+        return POLICIES[self.policy_kind].build(self.policy_settings)
 
-    def build_algorithm(self, policy: GaussianPolicy) -> Algorithm:
+    def build_algorithm(self, policy: Policy) -> Algorithm:
         """The algorithm that trains `policy` (only the learner calls this)."""
-        return ALGORITHMS[self.algorithm].build(self, policy)
+        return self.algorithm_settings.build(policy, self.seed)
 
     def sampler_for(self, sampler: SamplerConfig) -> SamplerConfig:
         """The buffer's sampler for this algorithm: `auto` (the default) becomes the algorithm's own kind; a kind
         chosen by name is kept."""
-        return ALGORITHMS[self.algorithm].sampler(self, sampler) if sampler.kind == "auto" else sampler
+        return self.algorithm_settings.auto_sampler(sampler) if sampler.kind == "auto" else sampler
 
     def state_selector(self) -> StateSelector:
         return StateSelector(self.exclude_state_prefixes, self.state_dim)
@@ -69,60 +124,12 @@ class LearningConfig:
     @property
     def batch_size(self) -> int:
         """Rows per `update` call."""
-        return ALGORITHMS[self.algorithm].batch_size(self)
+        return self.algorithm_settings.rows_per_update()
 
     @property
     def gradient_steps_per_update(self) -> int:
         """Gradient (critic) steps one `update` call takes."""
-        return ALGORITHMS[self.algorithm].gradient_steps(self)
-
-
-@dataclass(frozen=True)
-class AlgorithmEntry:
-    """What the learner needs to know of one algorithm kind."""
-
-    build: Callable[[LearningConfig, GaussianPolicy], Algorithm]  # the algorithm training a policy
-    batch_size: Callable[[LearningConfig], int]  # rows per update call
-    gradient_steps: Callable[[LearningConfig], int]  # gradient (critic) steps per update call
-    sampler: Callable[[LearningConfig, SamplerConfig], SamplerConfig]  # what an `auto` sampler becomes
-
-
-@dataclass(frozen=True)
-class PolicyEntry:
-    """What the learner and the rollout need to know of one policy kind."""
-
-    settings: Callable[[LearningConfig], MLPPolicyConfig | CNNPolicyConfig]  # the kind's own section
-    build: Callable[[LearningConfig], GaussianPolicy]  # a fresh policy of that kind
-
-
-POLICIES: dict[str, PolicyEntry] = {
-    "mlp": PolicyEntry(settings=lambda c: c.mlp, build=lambda c: MLPPolicy(c.mlp)),
-    "cnn": PolicyEntry(settings=lambda c: c.cnn, build=lambda c: CNNPolicy(c.cnn)),
-}
-
-
-ALGORITHMS: dict[str, AlgorithmEntry] = {
-    "rlpd": AlgorithmEntry(
-        build=lambda c, policy: RLPD(policy, c.rlpd, seed=c.seed),
-        batch_size=lambda c: c.rlpd.batch_size,
-        gradient_steps=lambda c: c.rlpd.utd_ratio,
-        # demonstrations mixed into every batch at RLPD's own ratio
-        sampler=lambda c, s: replace(s, kind="demo_ratio", demo_ratio=c.rlpd.demo_ratio),
-    ),
-    "sac": AlgorithmEntry(
-        build=lambda c, policy: SAC(policy, c.sac, seed=c.seed),
-        batch_size=lambda c: c.sac.batch_size,
-        gradient_steps=lambda c: c.sac.utd_ratio,
-        # auto as it is: half demonstrations once there are any (SAC from demos), uniform while there are none
-        sampler=lambda _c, s: s,
-    ),
-    "hg_dagger": AlgorithmEntry(
-        build=lambda c, policy: HGDagger(policy, c.hg_dagger),
-        batch_size=lambda c: c.hg_dagger.bc.batch_size,
-        gradient_steps=lambda _c: 1,
-        sampler=lambda _c, s: replace(s, kind="intervention"),  # learns from the human's corrections
-    ),
-}
+        return self.algorithm_settings.gradient_steps_per_update()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The learner's `/diagnostics`: is it training or idle, and how full is the disk its buffer writes to."""
+"""The learner's `/diagnostics`: is it training or idle, and how full is the disk its buffer writes to; and whether
+it has failed for good (training stopped or diverged)."""
 
 from __future__ import annotations
 
@@ -43,14 +44,28 @@ class LearnerHealth:
     def statuses(self) -> list[Status]:
         return [self.training(), self.buffer()]
 
+    def failure(self) -> str | None:
+        """Why the learner must end as failed, or None: training that stopped (unreadable data, again and again) or
+        diverged (a loss that is not finite). The launcher then respawns it, and it resumes from its last good
+        checkpoint, or reports it gone; a learner that lived on without training would hide it."""
+        failed = self.session.trainer.failed
+        if failed is not None:
+            return f"training stopped: {failed}"
+        halted = self.session.halted
+        return None if halted is None else f"publication halted: {halted}"
+
     def training(self) -> Status:
         counters = self.session.trainer.counters
         busy, idle = counters.busy_s - self._seen[0], counters.idle_s - self._seen[1]
         updates = counters.update_calls - self._seen[2]
         self._seen = (counters.busy_s, counters.idle_s, counters.update_calls)
         fraction = idle / (busy + idle) if busy + idle > 0 else 1.0
-        values = {"update_calls": counters.update_calls, "gradient_steps": counters.gradient_steps,
-                  "updates_since_last": updates, "idle_fraction_since_last": fraction}  # fmt: skip
+        values = {
+            "update_calls": counters.update_calls,
+            "gradient_steps": counters.gradient_steps,
+            "updates_since_last": updates,
+            "idle_fraction_since_last": fraction,
+        }
         name = f"{self.name}: training"
         if self.session.stopped:
             return Status(name, OK, "stopped: the run's stop_after was reached", values)
@@ -64,8 +79,14 @@ class LearnerHealth:
         if self._size is None or now - self._size[0] >= SIZE_EVERY_S:
             self._size = (now, directory_bytes(self._buffer_dir))
         disk = self._disk(self._buffer_dir)
-        values = {"transitions": len(self.session.buffer), "buffer_bytes": self._size[1], "disk_free_bytes": disk.free,
-                  "disk_total_bytes": disk.total, "directory": str(self._buffer_dir)}  # fmt: skip
+        values = {
+            "transitions": len(self.session.buffer),
+            "steps_in_unfinished_episodes": sum(self.session.buffer.steps_in_progress().values()),
+            "buffer_bytes": self._size[1],
+            "disk_free_bytes": disk.free,
+            "disk_total_bytes": disk.total,
+            "directory": str(self._buffer_dir),
+        }
         name = f"{self.name}: buffer"
         free_gib = disk.free / 1024**3
         if disk.free < DISK_ERROR_FREE:

@@ -133,8 +133,12 @@ class ProgressLog:
         except Exception as exc:
             if what not in self._failing:
                 self._failing.add(what)
-                _log.error("%s not written (%s: %s); the run goes on, and the next write tries again",
-                           what, type(exc).__name__, exc)  # fmt: skip
+                _log.error(
+                    "%s not written (%s: %s); the run goes on, and the next write tries again",
+                    what,
+                    type(exc).__name__,
+                    exc,
+                )
             return False
         if what in self._failing:
             self._failing.discard(what)
@@ -243,8 +247,9 @@ class ProgressLog:
         if self._tb is not None:
 
             def tensorboard() -> None:
-                self._tensorboard(counters.env_steps, recent=recent, rate=rate, trainer=trainer, counters=counters,
-                                  buffered=buffered)  # fmt: skip
+                self._tensorboard(
+                    counters.env_steps, recent=recent, rate=rate, trainer=trainer, counters=counters, buffered=buffered
+                )
                 self._tensorboard_episodes(counters.env_steps, pooled, robots)
 
             self._tb_broken = not self._guarded("TensorBoard", lambda: self._write_tensorboard(tensorboard))

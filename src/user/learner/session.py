@@ -3,106 +3,38 @@ training loop (async thread or sync phases), checkpoints and resume, counters an
 node only wires topics and services to it, as the robot node does over `ControlLoop`.
 
 Weights leave through a `WeightSink` (the node's `WeightPublisher`), made after the session because it
-publishes the session's policy; `start(sink)` publishes the first version and starts training.
-
-Divergence: after each update call the session checks the statistics the trainer recorded (losses,
-temperature, ...). The first one that is not finite, or weights the sink refuses to publish (not finite),
-halts publication for good with one error line naming the cause: robots keep the last good version, no
+publishes the session's policy; `start(sink)` publishes the first version and starts training. Training that
+diverges halts publication for good (`user.learner.publication`): robots keep the last good version, no
 checkpoint overwrites the last good one (`TrainingHaltedError`), and the stats carry `publishing_halted`.
+Sync mode trains in phases, one per stored episode (`user.learner.sync_phases`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
 
-from user.buffer.config import BufferConfig, RateLimiterConfig
 from user.buffer.info import BufferInfo
 from user.buffer.replay import ReplayBuffer
 from user.interfaces.domain import Transition
 from user.learner.checkpoint import Checkpoint, CheckpointStore, CheckpointWriteError, LearnerCounters
-from user.learner.config import LearningConfig, PacingConfig, check_batch_split
+from user.learner.config import check_batch_split
 from user.learner.device import resolve_device
 from user.learner.progress import ProgressLog
+from user.learner.publication import Publication, WeightSink
+from user.learner.session_config import SessionConfig, learner_buffer_config
+from user.learner.sync_phases import Episode, SyncPhases, SyncSchedule
 from user.learner.trainer import Trainer, TrainerCounters
-from user.sync.errors import WeightSyncError
 
 JOIN_TIMEOUT_S = 10.0
-SYNC_POLL_S = 0.2  # how often the sync loop checks for shutdown while no episode arrives
 
 
 class TrainingHaltedError(RuntimeError):
     """Training diverged (a loss or weight is not finite): nothing is published or checkpointed any more."""
-
-
-class WeightSink(Protocol):
-    """Where the session's weights go (`user.sync.WeightPublisher`)."""
-
-    @property
-    def version(self) -> int: ...
-
-    def after_update(self) -> int | None: ...
-
-    def publish_now(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    """What a learning session trains, where it keeps it and how it paces itself."""
-
-    run_dir: Path  # buffer/, checkpoints/, progress.csv live here
-    learning: LearningConfig  # policy and algorithm
-    pacing: PacingConfig  # update-to-data ratio, mode, publication
-    buffer: BufferConfig  # the persistent buffer (batch size, limiter and sampler are set from learning/pacing)
-    device: str = "cpu"  # torch device of policy and algorithm
-    resume: bool = True  # continue from checkpoints/latest.pt when it exists
-    keep_checkpoints: int = 3  # numbered checkpoints kept beside latest.pt
-    checkpoint_period_s: float = 60.0  # checkpoint at most this often while training; 0: only at close
-    sync_train_timeout_s: float = 600.0  # sync mode: longest training phase
-
-
-def learner_buffer_config(learning: LearningConfig, pacing: PacingConfig, buffer: BufferConfig) -> BufferConfig:
-    """The buffer a learner opens: batch size from the algorithm, the rate limiter holding the update-to-data
-    ratio (async) or off (sync: phases are sized explicitly), the algorithm's sampler, prefetch only in async
-    mode (in sync mode every batch must see the newest episode)."""
-    if pacing.mode == "async":  # samples per insert = rows per gradient step x gradient steps per transition
-        spi = pacing.updates_per_step * learning.batch_size / learning.gradient_steps_per_update
-    else:
-        spi = 0.0
-    limiter = RateLimiterConfig(
-        samples_per_insert=spi,
-        min_size=pacing.min_transitions,
-        error_buffer=max(buffer.rate_limiter.error_buffer, float(learning.batch_size)),
-    )
-    return replace(
-        buffer,
-        rate_limiter=limiter,
-        sampler=learning.sampler_for(buffer.sampler),
-        batch_size=learning.batch_size,
-        prefetch=buffer.prefetch if pacing.mode == "async" else 0,
-    )
-
-
-@dataclass
-class SyncSchedule:
-    """Sync mode: the update calls each stored episode is worth at the configured ratio; fractions carry over."""
-
-    updates_per_step: float  # gradient steps per transition
-    gradient_steps_per_update: int  # gradient steps one update call takes
-    owed: float = 0.0  # update calls earned but not yet run (always < 1 after `calls_for`)
-
-    def calls_for(self, steps: int) -> int:
-        self.owed += self.updates_per_step * steps / self.gradient_steps_per_update
-        calls = int(self.owed)
-        self.owed -= calls
-        return calls
 
 
 @dataclass(frozen=True)
@@ -123,15 +55,16 @@ class LearningSession:
         check_batch_split(config.learning)
         self.config = config
         self.log = log or logging.getLogger("user.learner.session")
-        config.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = run_dir = Path(config.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
         learning = config.learning
         self.buffer = ReplayBuffer.open(
-            config.run_dir / "buffer", learner_buffer_config(learning, config.pacing, config.buffer)
+            run_dir / "buffer", learner_buffer_config(learning, config.pacing, config.buffer)
         )
         self.policy = learning.build_policy().to(resolve_device(config.device))
         self.algorithm = learning.build_algorithm(self.policy)
         self.counters = LearnerCounters()
-        self.store = CheckpointStore(config.run_dir / "checkpoints", config.keep_checkpoints)
+        self.store = CheckpointStore(run_dir / "checkpoints", config.keep_checkpoints)
         self.trainer = Trainer(
             self.algorithm,
             self.buffer,
@@ -142,17 +75,16 @@ class LearningSession:
         self._lock = threading.Lock()  # counters and buffer writes (bus threads) vs. reports
         self._sink: WeightSink | None = None
         self._last_checkpoint = time.monotonic()
-        self._sync_work: queue.Queue[tuple[int, tuple[str, int]]] = queue.Queue()  # (env steps, (robot, episode))
         self.on_trained: Callable[[str, int, int], None] | None = None  # sync: (robot, episode, first version
         # trained on it), once that version is published; a rollout waits for it before the robot's next episode
         self._sync = SyncSchedule(config.pacing.updates_per_step, learning.gradient_steps_per_update)
-        self._sync_thread: threading.Thread | None = None
-        self._steps_since_train = 0
         self._stop = threading.Event()
-        self.halted: str | None = None  # why weights are no longer published (training diverged), if they are not
+        self.phases = SyncPhases(self._sync_phase, self._stop)  # sync mode: a training phase per stored episode
+        self._steps_since_train = 0
+        self.publication = Publication(self.log, lambda: self.counters.policy_version)  # halted once training diverges
         self.resumed = self._resume() if config.resume else False
         self._last_report = (time.monotonic(), self.trainer.counters.gradient_steps)
-        self.progress = ProgressLog(config.run_dir, index=self.buffer.storage.index)  # episodes stored: shown
+        self.progress = ProgressLog(run_dir, index=self.buffer.storage.index)  # episodes stored: shown
 
     # ---- life -----------------------------------------------------------------------------------
 
@@ -163,8 +95,7 @@ class LearningSession:
         if self.config.pacing.mode == "async":
             self.trainer.start_async()
         else:
-            self._sync_thread = threading.Thread(target=self._sync_loop, name="learner-sync", daemon=True)
-            self._sync_thread.start()
+            self.phases.start()
         return self.counters.policy_version
 
     @property
@@ -179,11 +110,15 @@ class LearningSession:
         if not self.trainer.stop(JOIN_TIMEOUT_S):
             self.log.error("training thread did not stop within %.1f s", JOIN_TIMEOUT_S)
         c = self.trainer.snapshot()
-        self.log.info("update-to-data ratio reached: %.3f gradient steps per transition (set %.3f), %d gradient "
-                      "steps over %d transitions", self.ratio_reached(c.gradient_steps, self.counters.env_steps),
-                      self.config.pacing.updates_per_step, c.gradient_steps, self.counters.env_steps)  # fmt: skip
-        if self._sync_thread is not None:
-            self._sync_thread.join(JOIN_TIMEOUT_S)
+        self.log.info(
+            "update-to-data ratio reached: %.3f gradient steps per transition (set %.3f), %d gradient steps over %d "
+            "transitions",
+            self.ratio_reached(c.gradient_steps, self.counters.env_steps),
+            self.config.pacing.updates_per_step,
+            c.gradient_steps,
+            self.counters.env_steps,
+        )
+        self.phases.join(JOIN_TIMEOUT_S)
         try:
             if self.halted is None:
                 self.save_checkpoint()
@@ -229,9 +164,9 @@ class LearningSession:
         steps, self._steps_since_train = self._steps_since_train, 0
         return steps
 
-    def _queue_training(self, steps: int, episode: tuple[str, int]) -> None:
+    def _queue_training(self, steps: int, episode: Episode) -> None:
         if self.config.pacing.mode == "sync":  # a training phase per stored episode
-            self._sync_work.put((steps, episode))
+            self.phases.put(steps, episode)
 
     def add_episode(self, steps: list[Transition], payloads: Sequence[bytes | None] | None = None) -> bool:
         """Store a whole re-sent episode unless it is stored already; False when it was. `payloads`: the
@@ -256,7 +191,7 @@ class LearningSession:
     def _after_update(self, calls: int) -> None:
         """Training thread, after each update call: check the update's statistics, publish when due, checkpoint
         when due; nothing of either once training diverged."""
-        if not self._finite_update(calls):
+        if not self.publication.check(calls, self.trainer.counters.last):
             return
         if self._sink is not None:
             self._publish(self._sink.after_update)
@@ -268,56 +203,28 @@ class LearningSession:
                 self._last_checkpoint = time.monotonic()
                 self.log.error("%s; training goes on, the next checkpoint is tried in %g s", exc, period)
 
-    def _finite_update(self, calls: int) -> bool:
-        """False once an update's losses or diagnostics were not finite (the policy is poisoned from then on)."""
-        if self.halted is not None:
-            return False
-        bad = {k: v for k, v in self.trainer.counters.last.items() if not math.isfinite(v)}
-        if bad:
-            named = ", ".join(f"{k} = {v}" for k, v in sorted(bad.items()))
-            self._halt(f"training diverged at update call {calls}: {named}")
-        return not bad
-
     def _publish(self, publish: Callable[[], int | None]) -> None:
-        """Publish through the sink unless halted; weights it refuses (not finite) halt publication."""
-        if self.halted is not None:
-            return
-        try:
-            version = publish()
-        except WeightSyncError as exc:
-            self._halt(str(exc))
-            return
+        """Publish through the sink unless halted; the version published is counted and known to the sampler."""
+        version = self.publication.publish(publish)
         if version is not None:
-            self._published(version)
+            self.counters.policy_version = version
+            self.buffer.set_policy_version(version)
 
-    def _halt(self, reason: str) -> None:
-        """Stop publishing weights and writing checkpoints, for good, and say so once, loudly."""
-        self.halted = reason
-        self.log.error(
-            "%s; weights are no longer published (robots keep acting with version %d, the last good one) and "
-            "no checkpoint is written (the last one holds good weights); restart the learner from it",
-            reason,
-            self.counters.policy_version,
-        )
+    @property
+    def halted(self) -> str | None:
+        """Why weights are no longer published (training diverged), if they are not."""
+        return self.publication.halted
 
-    def _published(self, version: int) -> None:
-        self.counters.policy_version = version
-        self.buffer.set_policy_version(version)
-
-    def _sync_loop(self) -> None:
-        assert self._sink is not None
-        while not self._stop.is_set():
-            try:
-                steps, episode = self._sync_work.get(timeout=SYNC_POLL_S)
-            except queue.Empty:
-                continue
-            if self.halted is not None:
-                continue
-            if len(self.buffer) >= self.config.pacing.min_transitions:  # else nothing to train on yet
-                self.trainer.train(self._sync.calls_for(steps), self.config.sync_train_timeout_s)
-            self._publish(self._sink.publish_now)  # releases the robot of `episode`
-            if self.on_trained is not None and self.halted is None:
-                self.on_trained(*episode, self.counters.policy_version)
+    def _sync_phase(self, steps: int, episode: Episode) -> None:
+        """Sync mode, after `episode` (of `steps` env steps) was stored: train for what it is worth, publish (which
+        releases its robot), then say which version was trained on it."""
+        if self.halted is not None or self._sink is None:
+            return
+        if len(self.buffer) >= self.config.pacing.min_transitions:  # else nothing to train on yet
+            self.trainer.train(self._sync.calls_for(steps), self.config.sync_train_timeout_s)
+        self._publish(self._sink.publish_now)  # releases the robot of `episode`
+        if self.on_trained is not None and self.halted is None:
+            self.on_trained(*episode, self.counters.policy_version)
 
     # ---- checkpoints ----------------------------------------------------------------------------
 

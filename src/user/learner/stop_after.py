@@ -56,8 +56,10 @@ class StopAfter:
             and window >= self.success_episodes
             and success >= self.success_rate
         ):
-            return (f"success rate {success:.0%} over the last {window} online episodes "
-                    f"(stop_after.success_rate {self.success_rate:g})")  # fmt: skip
+            return (
+                f"success rate {success:.0%} over the last {window} online episodes "
+                f"(stop_after.success_rate {self.success_rate:g})"
+            )
         return None
 
 

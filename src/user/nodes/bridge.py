@@ -73,9 +73,11 @@ class BridgeParams:
         out = [Route(resend_topic(self.weights_topic), REQUEST_TYPE, RELIABLE)]
         inn = [Route(self.weights_topic, WEIGHT_CHUNK_TYPE, WEIGHTS_QOS)]
         for r in self.robots:
-            out += [Route(f"/{r}/transitions", "user/msg/Transition", RELIABLE),
-                    Route(f"/{r}/transitions/replay", "user/msg/Transition", RELIABLE),
-                    Route(f"/{r}/episode_events", "user/msg/EpisodeEvent", RELIABLE)]  # fmt: skip
+            out += [
+                Route(f"/{r}/transitions", "user/msg/Transition", RELIABLE),
+                Route(f"/{r}/transitions/replay", "user/msg/Transition", RELIABLE),
+                Route(f"/{r}/episode_events", "user/msg/EpisodeEvent", RELIABLE),
+            ]
             inn.append(Route(f"/{r}/episode_acks", "user/msg/EpisodeAck", RELIABLE))
         if self.credit_topic:
             inn.append(Route(self.credit_topic, "user/msg/DataCredit", BEST_EFFORT))
@@ -123,8 +125,13 @@ class BridgeNode(Node):
         self.relays = [Relay(r, bus, self.zenoh) for r in out] + [Relay(r, self.zenoh, bus) for r in inn]
         self._mirrored: dict[str, tuple[Handle, Relay | None]] = {}  # token key -> (its Zenoh token, descriptor)
         self._tokens = bus.watch_tokens(TOKEN_PREFIX, self._on_token) if p.hardware else None
-        _log.info("bridge %s: %d topics to Zenoh, %d from Zenoh (%s)", self.name, len(out), len(inn),
-                  ", ".join(r.topic for r in out + inn))  # fmt: skip
+        _log.info(
+            "bridge %s: %d topics to Zenoh, %d from Zenoh (%s)",
+            self.name,
+            len(out),
+            len(inn),
+            ", ".join(r.topic for r in out + inn),
+        )
 
     def _on_token(self, key: str, alive: bool) -> None:
         """A resource announced on this bus: its token and latched descriptor on Zenoh while it lives."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
+from user.config import KindSection, resolve_sections
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Action, action_to_msg, observation_from_msg
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
@@ -28,14 +29,18 @@ from user.robot_loop.privileged import PrivilegedStateError, arm_and_task_state
 from user.robots.safety import SafetyConfig
 from user.runtime.node import Node
 from user.tasks.base import ActionScale, TaskError
-from user.tasks.registry import make_task
+from user.tasks.registry import TASKS, make_task
 
 
 @dataclass
 class ExpertParams:
     robot_id: str = setting("franka_sim", "robot to act for; topics default to /<robot_id>/...")
     task: str = setting("peg_insertion", "task whose scripted expert acts (must match the robot's)")
-    task_params: dict[str, Any] = setting({}, "settings of the task's config (as on the robot)")
+    task_params: object | None = setting(
+        None,
+        "settings of the task's config (the class `task` selects; as on the robot); none: the task's defaults",
+        section=KindSection(TASKS, optional=True),
+    )
     role: Literal["policy", "human"] = setting("policy", "policy: publish actions; human: publish interventions")
     steps: list[int] = setting([], "role human: only answer observations of these steps (empty: all)")
     policy_version: int = setting(0, "policy version written into the actions", min=0)
@@ -45,6 +50,9 @@ class ExpertParams:
         min=0,
     )
     namespace: str = setting("", "topic prefix; empty = /<robot_id>")
+
+    def __post_init__(self) -> None:
+        resolve_sections(self)
 
 
 class ExpertNode(Node):
@@ -57,9 +65,7 @@ class ExpertNode(Node):
         p = self.params = self.declare_parameters(ExpertParams)
         safety = SafetyConfig()  # the robot's default limits: the expert's unit action must match them
         try:
-            self.task = make_task(
-                p.task, p.task_params, ActionScale(safety.max_translation_per_step_m, safety.max_rotation_per_step_rad)
-            )
+            self.task = make_task(p.task, p.task_params, ActionScale.of(safety))
         except TaskError as exc:
             raise ConfigError(str(exc)) from exc
         ns = p.namespace or f"/{p.robot_id}"

@@ -10,14 +10,14 @@ Topics and services (names configurable):
   would give (`is_canonical_transition`), else the buffer encodes the decoded transition;
 - `/<robot>/episode_events` (user/msg/EpisodeEvent): the END of an episode that had no done step (an
   operator reset) stores it with its last step truncated;
-- every transition and event is checked at the door (`user.interfaces.validate`: finite values, actions in
-  [-1, 1] of the policy's dimension, ids in range, the topic's robot) before the buffer sees it; a refused
-  one is counted per cause and logged (rate-limited, `refusals`) and never touches the robot's episode in
-  progress;
+- every transition and event is checked at the door (`user.learner.intake`, the rules of `user.interfaces.validate`:
+  finite values, actions in [-1, 1] of the policy's dimension, ids in range, the topic's robot) before the buffer
+  sees it; a refused one is counted per cause and logged (rate-limited, `refusals`) and never touches the robot's
+  episode in progress;
 - `weights_topic` (user/msg/WeightChunk, latched): the policy's actor weights, versioned and chunked
   (`user.sync`), every `pacing.publish_every` update calls (async) or after each training phase (sync), each
   chunk naming `learner_id`; never weights that are not finite, and nothing more once a training loss was
-  not finite (the session halts publication with one error line, see `user.learner.session`);
+  not finite (the session halts publication with one error line, see `user.learner.publication`);
 - `stats_topic` (user/msg/TrainingStats): progress every `stats_period_s`;
 - `~/checkpoint` (user/srv/Checkpoint), `~/buffer_stats` (user/srv/BufferStats).
 
@@ -36,28 +36,26 @@ before the robot's next episode starts (see the `rollout` node), whatever order 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from user.buffer.config import BufferConfig
-from user.buffer.frame_decode import usable_cores
+from user.buffer.frames.frame_decode import usable_cores
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
-from user.interfaces.domain import Transition, is_canonical_transition, transition_from_msg
-from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
+from user.interfaces.domain import is_canonical_transition
+from user.interfaces.episode_events import EpisodeKind
 from user.interfaces.refusals import Refusals
 from user.interfaces.stamps import header
-from user.interfaces.validate import InvalidMessageError, check_episode_event, check_transition
-from user.learner.config import LearningConfig, PacingConfig
 from user.learner.data_credit import DataCredit
-from user.learner.device import DEVICE_HELP, THREADS_HELP, training_threads
+from user.learner.device import THREADS_HELP, training_threads
 from user.learner.health import LearnerHealth
-from user.learner.session import LearningSession, SessionConfig
+from user.learner.intake import Door, ResentEpisodes
+from user.learner.session import LearningSession
+from user.learner.session_config import SessionConfig
 from user.learner.stop_after import RunEnding, StopAfter
 from user.runtime.diagnostics import Status
 from user.runtime.node import Node
@@ -65,11 +63,13 @@ from user.sync.chunking import DTYPES
 from user.sync.publisher import WeightPublisher
 
 CREDIT_PERIOD_S = 0.05  # how often the data credit goes out (robots may run `credit_tolerance` ahead)
-MAX_REPLAYS = 64  # re-sent episodes received at once; beyond, the oldest unfinished one is dropped
 
 
-@dataclass
-class LearnerParams:
+@dataclass(frozen=True)
+class LearnerParams(SessionConfig):
+    """The session's settings (`SessionConfig`: run_dir, resume, learning, pacing, buffer, checkpoints, device) and
+    how the node wires it: robots and topics, stats, the data credit, when the run ends."""
+
     learner_id: str = setting(
         "learner", "name of this learner in stats messages and weight chunks (a rollout's `weights_publisher`)"
     )
@@ -77,23 +77,10 @@ class LearnerParams:
     transitions_suffix: str = setting(
         "transitions", "topic under /<robot>/ to learn from (e.g. transitions/rewarded behind a reward node)"
     )
-    run_dir: str = setting("runs/learner", "run directory: buffer/, checkpoints/, progress.csv")
-    resume: bool = setting(True, "continue from run_dir/checkpoints/latest.pt when it exists")
-    learning: LearningConfig = setting(LearningConfig(), "policy and algorithm")
-    pacing: PacingConfig = setting(PacingConfig(), "update-to-data ratio, mode, publication")
-    buffer: BufferConfig = setting(
-        BufferConfig(), "the persistent buffer (batch size and rate limiter are set from learning/pacing)"
-    )
     weights_topic: str = setting("/policy/weights", "where weights are published")
     stats_topic: str = setting("/learner/stats", "where training stats are published")
     stats_period_s: float = setting(1.0, "stats message and progress row period, s", min=0.05)
-    checkpoint_period_s: float = setting(
-        60.0, "checkpoint at most this often while training, s; 0 = only at exit", min=0.0
-    )
-    keep_checkpoints: int = setting(3, "numbered checkpoints kept beside latest.pt", min=1)
     torch_threads: int = setting(0, THREADS_HELP, min=0)
-    device: str = setting("cpu", DEVICE_HELP)
-    sync_train_timeout_s: float = setting(600.0, "sync mode: longest training phase, s", min=1.0)
     credit_topic: str = setting(
         "/data_credit",
         "async: publish the data credit here, so that robots that are not real time (sim, gym) wait while they are "
@@ -112,14 +99,6 @@ class LearnerParams:
             raise ConfigError("robots: list at least one robot id to learn from")
 
 
-@dataclass
-class _Replay:
-    """A re-sent episode being received: its transitions and, where storable as they came, their bytes."""
-
-    steps: list[Transition] = field(default_factory=list)
-    payloads: list[bytes | None] = field(default_factory=list)
-
-
 class LearnerNode(Node):
     """Wires a `LearningSession` to the bus: transitions in, acknowledgements, weights, stats and services out."""
 
@@ -129,20 +108,7 @@ class LearnerNode(Node):
         super().__init__(bus)
         p = self.params = self.declare_parameters(LearnerParams)
         torch.set_num_threads(training_threads(p.torch_threads, usable_cores()))
-        self.session = LearningSession(
-            SessionConfig(
-                run_dir=Path(p.run_dir),
-                learning=p.learning,
-                pacing=p.pacing,
-                buffer=p.buffer,
-                device=p.device,
-                resume=p.resume,
-                keep_checkpoints=p.keep_checkpoints,
-                checkpoint_period_s=p.checkpoint_period_s,
-                sync_train_timeout_s=p.sync_train_timeout_s,
-            ),
-            self.log,
-        )
+        self.session = LearningSession(p, self.log)  # the params are the session's settings and the node's own
         self.health = LearnerHealth(self.name, self.session)  # /diagnostics: training idle or not, the disk
         self.publisher = self._weight_publisher(p)
         self._stats_pub = self.create_publisher(p.stats_topic, "user/msg/TrainingStats", RELIABLE)
@@ -151,8 +117,9 @@ class LearnerNode(Node):
         self.credit: DataCredit | None = None  # async: what robots that can wait may still send
         self.rejected = 0  # valid transitions the buffer could not store (logged with the reason)
         self.refusals = Refusals(self.log)  # messages refused at the door, per cause (see user.interfaces.validate)
+        self.door = Door(self.refusals, self.session.policy.action_dim)
         self._acks = {r: self.create_publisher(f"/{r}/episode_acks", "user/msg/EpisodeAck", RELIABLE) for r in p.robots}
-        self._replays: dict[tuple[str, int], _Replay] = {}  # re-sent episodes being received
+        self._resends = ResentEpisodes()  # re-sent episodes being received
         self.replayed_episodes = 0  # episodes stored from a robot's re-send (missed live)
         for robot in p.robots:
             live, replay = f"/{robot}/{p.transitions_suffix}", f"/{robot}/{p.transitions_suffix}/replay"
@@ -179,9 +146,6 @@ class LearnerNode(Node):
             f"; resumed at {self.session.trainer.counters.update_calls} updates" if self.session.resumed else "",
         )
 
-    def save_checkpoint(self) -> Path:
-        return self.session.save_checkpoint()
-
     # ---- data in --------------------------------------------------------------------------------
 
     def _stored_bytes(self, msg: Any, payload: bytes) -> bytes | None:
@@ -189,23 +153,8 @@ class LearnerNode(Node):
         and they are what encoding it would give), else None: the buffer encodes the transition itself."""
         return payload if is_canonical_transition(msg, payload, self.codec) else None
 
-    def _admit(self, robot: str, topic: str, msg: Any) -> Transition | None:
-        """The transition `msg` carries when it passes the door (`check_transition`: finite, in range, of the
-        topic's robot, ids consistent); else None, the refusal counted and logged (rate-limited)."""
-        what = f"transition on {topic} (episode {msg.episode_id} step {msg.step})"
-        try:
-            transition = transition_from_msg(msg)
-            check_transition(transition, robot_id=robot, action_dim=self.session.policy.action_dim)
-        except InvalidMessageError as exc:
-            self.refusals.invalid(what, exc)
-            return None
-        except (ValueError, TypeError) as exc:  # a decoded message that is no transition after all
-            self.refusals.refuse("transition unreadable", f"{what}: {exc}")
-            return None
-        return transition
-
     def _on_transition(self, robot: str, topic: str, msg: Any, payload: bytes) -> None:
-        transition = self._admit(robot, topic, msg)
+        transition = self.door.transition(robot, topic, msg)
         if transition is None:
             return  # never handed to the buffer: the robot's episode in progress is left as it was
         try:
@@ -221,14 +170,8 @@ class LearnerNode(Node):
 
     def _on_episode_event(self, robot: str, msg: Any) -> None:
         """An END without a done step (an operator reset) ends the robot's episode: stored, last step truncated."""
-        try:
-            event = episode_event_from_msg(msg)
-            check_episode_event(event, robot_id=robot)
-        except (InvalidMessageError, ValueError) as exc:
-            cause = exc.cause if isinstance(exc, InvalidMessageError) else "event.kind is unknown"
-            self.refusals.refuse(cause, f"episode event on /{robot}/episode_events: {exc}")
-            return
-        if event.kind != EpisodeKind.END:
+        event = self.door.episode_event(robot, msg)
+        if event is None or event.kind != EpisodeKind.END:
             return
         try:
             episode = self.session.end_episode(robot, event.episode_id, event.steps)
@@ -237,26 +180,21 @@ class LearnerNode(Node):
             self.log.error("episode %d of %s could not be ended: %s", event.episode_id, robot, exc)
             return
         if episode is not None:
-            self.log.info("episode %d of %s ended by a reset after %d steps: stored truncated",
-                          event.episode_id, robot, event.steps)  # fmt: skip
+            self.log.info(
+                "episode %d of %s ended by a reset after %d steps: stored truncated",
+                event.episode_id,
+                robot,
+                event.steps,
+            )
             self._acknowledge(robot, event.episode_id)
 
     def _on_replay(self, robot: str, topic: str, msg: Any, payload: bytes) -> None:
         """A robot re-sends an episode it has no receipt for: store it unless it is stored already."""
-        transition = self._admit(robot, topic, msg)
-        if transition is None:
-            return
+        transition = self.door.transition(robot, topic, msg)
+        replay = None if transition is None else self._resends.add(transition, self._stored_bytes(msg, payload))
+        if transition is None or replay is None:
+            return  # refused at the door, or the episode is not whole yet
         key = (transition.robot_id, transition.episode_id)
-        if transition.step == 0:
-            self._replays.pop(key, None)
-        replay = self._replays.setdefault(key, _Replay())
-        while len(self._replays) > MAX_REPLAYS:  # re-sends that never finished (a message lost): the oldest goes
-            del self._replays[next(iter(self._replays))]
-        replay.steps.append(transition)
-        replay.payloads.append(self._stored_bytes(msg, payload))
-        if not transition.done:
-            return
-        self._replays.pop(key, None)
         try:
             stored = self.session.add_episode(replay.steps, replay.payloads)
         except Exception as exc:  # incomplete re-send (a message lost): no receipt, the robot tries again
@@ -322,7 +260,9 @@ class LearnerNode(Node):
         if self.session.stopped:
             return  # shutting down: the progress files are being closed
         r = self.session.report()
-        self._check_health()
+        failure = self.health.failure()  # training stopped or diverged: the process ends as failed
+        if failure is not None:
+            self.fail(failure)
         self._check_complete()
         self._stats_pub.publish(
             self.codec.msg_class("user/msg/TrainingStats")(
@@ -337,16 +277,6 @@ class LearnerNode(Node):
                 values=np.asarray(list(r.values.values()), dtype=np.float32),
             )
         )
-
-    def _check_health(self) -> None:
-        """Training that stopped (unreadable data, again and again) or diverged (a loss that is not finite) ends
-        the process as failed: the launcher respawns the learner, which resumes from its last good checkpoint,
-        or reports it gone; a learner that lives on without training would hide it."""
-        failed = self.session.trainer.failed
-        if failed is not None:
-            self.fail(f"training stopped: {failed}")
-        elif self.session.halted is not None:
-            self.fail(f"publication halted: {self.session.halted}")
 
     def _check_complete(self) -> None:
         """The run is complete once a `stop_after` condition is met and the update calls owed then are done."""

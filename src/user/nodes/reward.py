@@ -8,12 +8,12 @@ Topics (prefix `namespace`, default `/<robot_id>`):
 - `/human_reward` (user/msg/HumanReward, RELIABLE, subscribed; source `human` only);
 - `transitions/replay` -> `transitions/rewarded/replay`: whole episodes a robot re-sends because the learner
   did not acknowledge them (see `user.robot_loop.outbox`). They get the outcome this node already gave
-  each step (the last `REPLAY_MEMORY_EPISODES` episodes are remembered), so a re-sent episode is stored
+  each step (the latest episodes are remembered, `user.rewards.given`), so a re-sent episode is stored
   exactly as it would have been. An episode this node never rewarded (it restarted) is scored afresh by a
   rule, classifier or task source; a human source cannot judge it again: its steps are not forwarded
   (`unrewarded_replays`, logged) and the robot's outbox gives the episode up loudly.
 
-Sources (`source`):
+Sources (`source`, with their settings `user.rewards.source.RewardSourceConfig`):
 
 - `human`: the sum of the pedal/keyboard presses stamped inside the step's time window (0 without one);
   an EPISODE_END press ends the episode at its step (`terminated`, `success` = the press's); the robot's later
@@ -42,44 +42,34 @@ import dataclasses
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from user.bus.base import RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Transition, transition_from_msg
 from user.interfaces.refusals import Refusals
 from user.interfaces.validate import InvalidMessageError, check_press, check_reward, check_transition
-from user.rewards.base import Reward, RewardError, RewardMode
+from user.rewards.base import RewardError
+from user.rewards.given import GivenOutcomes
 from user.rewards.human import HumanPress
 from user.rewards.online import HumanRewarder, Outcome, StepRewarder, is_terminal
-from user.rewards.rule import RuleReward, RuleRewardConfig
+from user.rewards.source import RewardSourceConfig
 from user.runtime.node import Node
 
-REPLAY_MEMORY_EPISODES = 64  # episodes whose outcomes are kept for re-sends (above any outbox size in use)
 CLOCK_MISMATCH_NS = 60_000_000_000  # a press this far from the robot's latest step means the clocks differ
 
 
-@dataclass
-class RewardNodeParams:
+@dataclass(frozen=True)
+class RewardNodeParams(RewardSourceConfig):
+    """The source of the rewards and its settings (`RewardSourceConfig`) and the robot and topics it rewards."""
+
     robot_id: str = setting("franka_sim", "robot whose transitions are rewarded; topics default to /<robot_id>/...")
-    source: Literal["human", "rule", "classifier", "task"] = setting(
-        "task", "human: pedal presses; rule: distance to a target pose; classifier: learned; task: the robot's"
-    )
     namespace: str = setting("", "topic prefix; empty = /<robot_id>")
     input_topic: str = setting("", "transitions in (user/msg/Transition); empty = <namespace>/transitions")
     output_topic: str = setting("", "rewarded transitions out; empty = <namespace>/transitions/rewarded")
     human_topic: str = setting(
         "/human_reward", "source human: presses in (user/msg/HumanReward)", when=("source", "human")
-    )
-    latency_s: float = setting(
-        0.2,
-        "source human: how long a transition waits for late presses after it arrived, s",
-        min=0.0,
-        max=10.0,
-        when=("source", "human"),
     )
     settle_period_s: float = setting(
         0.02,
@@ -88,30 +78,11 @@ class RewardNodeParams:
         max=1.0,
         when=("source", "human"),
     )
-    rule: RuleRewardConfig = setting(
-        RuleRewardConfig(), "source rule: the rule reward (target pose, tolerances, mode)", when=("source", "rule")
-    )
-    classifier_path: str = setting(
-        "", "source classifier: local file written by `user train-reward`", when=("source", "classifier")
-    )
-    classifier_threshold: float = setting(
-        0.5,
-        "source classifier: success when the probability is at least this",
-        min=0.0,
-        max=1.0,
-        when=("source", "classifier"),
-    )
-    classifier_mode: Literal["step", "terminal"] = setting(
-        "step",
-        "source classifier: step scores every step; terminal only an episode's last step",
-        when=("source", "classifier"),
-    )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.namespace and not self.namespace.startswith("/"):
             raise ConfigError(f"namespace must start with '/', got {self.namespace!r}")
-        if self.source == "classifier" and not self.classifier_path:
-            raise ConfigError("source classifier needs classifier_path (a file written by `user train-reward`)")
 
 
 class RewardNode(Node):
@@ -134,9 +105,7 @@ class RewardNode(Node):
         self.foreign_presses = 0  # presses for another robot
         self.presses = 0  # presses accepted
         self.after_end = 0  # steps the robot sent after a person's EPISODE_END step (not forwarded)
-        self._ended: deque[int] = deque(maxlen=64)  # episodes ended early by an outcome, newest last
-        # (episode id -> step -> the outcome published, None = not forwarded) of the latest episodes
-        self._given: OrderedDict[int, dict[int, Outcome | None]] = OrderedDict()
+        self._given = GivenOutcomes()  # what each step of the latest episodes got, for re-sends
         self.replayed = 0  # re-sent steps forwarded
         self.unrewarded_replays = 0  # re-sent steps a human source never judged (not forwarded)
         self._replay_scorer = StepRewarder(None)
@@ -145,9 +114,9 @@ class RewardNode(Node):
         if p.source == "human":
             self.human = HumanRewarder(p.robot_id, p.latency_s, time.monotonic)
         else:
-            reward = self._make_reward()
+            reward = p.step_reward()
             self.scorer = StepRewarder(reward, decides_outcome=reward is not None and is_terminal(reward))
-            replay_reward = self._make_reward()  # its own instance: rewards may keep per-episode state
+            replay_reward = p.step_reward()  # its own instance: rewards may keep per-episode state
             self._replay_scorer = StepRewarder(replay_reward, self.scorer.decides_outcome)
         self._pub = self.create_publisher(self.output_topic, "user/msg/Transition", RELIABLE)
         self.create_subscription(self.input_topic, "user/msg/Transition", self._on_transition, RELIABLE)
@@ -157,9 +126,6 @@ class RewardNode(Node):
             self.create_subscription(p.human_topic, "user/msg/HumanReward", self._on_press, RELIABLE)
             self.create_timer(p.settle_period_s, self._settle)
         self.log.info("rewarding %s -> %s with source %s", self.input_topic, self.output_topic, p.source)
-
-    def _make_reward(self) -> Reward | None:
-        return _STEP_REWARDS[self.params.source](self.params)
 
     @property
     def unmatched_presses(self) -> int:
@@ -220,9 +186,8 @@ class RewardNode(Node):
             return
         episode, step = t.episode_id, t.step
         with self._lock:
-            given = self._given.get(episode)
-            if given is not None and step in given:
-                outcome = given[step]
+            if self._given.known(episode, step):
+                outcome = self._given.outcome(episode, step)
                 if outcome is not None:
                     self._pub_replay.publish(_rewarded(msg, outcome))
                     self.replayed += 1
@@ -249,14 +214,6 @@ class RewardNode(Node):
                 return
             self._pub_replay.publish(_rewarded(msg, fresh))
             self.replayed += 1
-
-    def _remember(self, episode: int, step: int, outcome: Outcome | None) -> None:
-        given = self._given.get(episode)
-        if given is None:
-            given = self._given[episode] = {}
-            while len(self._given) > REPLAY_MEMORY_EPISODES:
-                self._given.popitem(last=False)
-        given[step] = outcome
 
     def _on_press(self, msg: Any) -> None:
         try:
@@ -325,12 +282,12 @@ class RewardNode(Node):
         try:
             check_reward(outcome.reward)
         except InvalidMessageError as exc:  # never forwarded: a reward that is not finite poisons the learner
-            self._remember(episode, int(msg.step), None)
+            self._given.remember(episode, int(msg.step), None)
             self.unscored += 1
             self.refusals.invalid(f"{self.params.source} reward of episode {episode} step {int(msg.step)}", exc)
             return
-        if episode in self._ended:
-            self._remember(episode, int(msg.step), None)
+        if self._given.ended(episode):
+            self._given.remember(episode, int(msg.step), None)
             self.after_end += 1  # the person ended the episode at an earlier step: these steps are past its end
             self.log.info(
                 "episode %d step %d: after the episode's end (pressed at an earlier step); not forwarded",
@@ -339,8 +296,8 @@ class RewardNode(Node):
             )
             return
         if outcome.terminated and not (msg.terminated or msg.truncated):  # ended here, before the robot stopped
-            self._ended.append(episode)
-        self._remember(episode, int(msg.step), outcome)
+            self._given.end(episode)
+        self._given.remember(episode, int(msg.step), outcome)
         self._pub.publish(_rewarded(msg, outcome))
         self.published += 1
 
@@ -361,21 +318,3 @@ def _rewarded(msg: Any, outcome: Outcome) -> Any:
         terminated=outcome.terminated,
         truncated=outcome.truncated,
     )
-
-
-def _classifier_reward(p: RewardNodeParams) -> Reward:
-    from user.rewards.classifier import LearnedReward, SuccessClassifier  # torch: only when needed
-
-    try:
-        classifier = SuccessClassifier.load(p.classifier_path)
-    except (RewardError, ConfigError) as exc:
-        raise ConfigError(f"classifier_path {p.classifier_path!r}: {exc}") from exc
-    return LearnedReward(classifier, p.classifier_threshold, RewardMode(p.classifier_mode))
-
-
-# source -> the reward that scores each step (None: the robot's own); `human` has its own rewarder
-_STEP_REWARDS: dict[str, Callable[[RewardNodeParams], Reward | None]] = {
-    "rule": lambda p: RuleReward(p.rule),
-    "classifier": _classifier_reward,
-    "task": lambda _p: None,
-}

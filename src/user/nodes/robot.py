@@ -21,8 +21,8 @@ thread to reset the robot (a real arm drives home for seconds), so it runs on th
 running episode goes on, held) until it is cleared.
 
 With `state_dir`, a respawned node continues its episode ids (no id twice, no demonstration redone) and still
-delivers the episodes the learner had not acknowledged. Not in real time, it waits while it is ahead of the
-learner's update-to-data ratio (`credit_topic`, `user.robot_loop.data_credit`).
+delivers the episodes the learner had not acknowledged (its outbox: `user.nodes.parts.robot_outbox`). Not in real
+time, it waits while it is ahead of the learner's update-to-data ratio (`credit_topic`, `user.robot_loop.data_credit`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor, from_robot
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
+from user.nodes.parts.robot_outbox import RobotOutbox
 from user.nodes.parts.robot_params import RobotNodeParams
 from user.nodes.parts.robot_view import RobotView
 from user.rewards.human import PressMode
@@ -48,8 +49,6 @@ from user.robot_loop.data_credit import CreditGate
 from user.robot_loop.drivers import build_driver
 from user.robot_loop.episode_ids import DurableEpisodeIds, EpisodeIdError, EpisodeIds
 from user.robot_loop.observe import ObserverConfig
-from user.robot_loop.outbox import EpisodeOutbox
-from user.robot_loop.outbox_spool import OutboxSpool
 from user.robot_loop.reset_requests import ResetRequests
 from user.robots.arm import ArmRobot, EStopError
 from user.robots.estop import EStopTopic
@@ -89,19 +88,13 @@ class RobotNode(Node):
             self.robot, bundle.scorer, observer, self.gate, seed=seed, episode_ids=ids, clock_ns=self._clock_ns
         )
         self._wait_s = min(p.action_timeout_s, 0.5 * period) if p.realtime else p.action_timeout_s
-        self._pacer = DeadlinePacer(period) if p.realtime and p.driver == "gym" else None
+        self._pacer = DeadlinePacer(period) if p.realtime and not bundle.paced else None
         self._namespace = ns
         self.view: RobotView | None = None  # joints, TF, images, markers: made once the robot is connected
         self._pub_obs = self.create_publisher(f"{ns}/observation", "user/msg/Observation", BEST_EFFORT)
         self._pub_transition = self.create_publisher(f"{ns}/transitions", "user/msg/Transition", RELIABLE)
-        self.outbox: EpisodeOutbox | None = None
-        self._left_in_spool: list[tuple[int, list[Any]]] = []  # what the last run of this robot left unacknowledged
-        if p.outbox_episodes > 0:  # episodes are kept until the learner's receipt; re-sent on transitions/replay
-            self.outbox = EpisodeOutbox(p.outbox_episodes, p.outbox_resend_s, spool=self._spool())
-            self.outbox.restore(self._left_in_spool)
-            self._pub_replay = self.create_publisher(f"{ns}/transitions/replay", "user/msg/Transition", RELIABLE)
-            self.create_subscription(f"{ns}/episode_acks", "user/msg/EpisodeAck", self._on_ack)
-            self.create_timer(min(1.0, p.outbox_resend_s / 2), self._resend)
+        # episodes kept until the learner's receipt; re-sent on transitions/replay
+        self.outbox = RobotOutbox(self, ns, p) if p.outbox_episodes > 0 else None
         credit = self.credit = CreditGate() if not p.realtime and p.credit_topic else None
         if credit is not None:
             self.create_subscription(p.credit_topic, "user/msg/DataCredit", credit.on_message, BEST_EFFORT)
@@ -127,7 +120,14 @@ class RobotNode(Node):
         if not self.bundle.connects_over_bus:
             self.bundle.connect()
         self.view = RobotView(
-            self, self._namespace, self.robot, self.bundle.cameras, p.clock_topic, world_position=p.world_position
+            self,
+            self._namespace,
+            self.robot,
+            self.bundle.cameras,
+            p.clock_topic,
+            gate=self.gate,
+            rig=self.bundle.rig,
+            world_position=p.world_position,
         )
 
     def activate(self) -> None:
@@ -135,20 +135,6 @@ class RobotNode(Node):
         if self.view is None:
             raise RuntimeError(f"robot node {self.name}: activate before configure")
         self._thread.start()
-
-    def _spool(self) -> OutboxSpool | None:
-        """The outbox's episodes on disk under `state_dir` (None without one); what a killed node left is loaded."""
-        p = self.params
-        if not p.state_dir:
-            return None
-        directory = Path(p.state_dir) / f"{p.robot_id}.outbox"
-        spool = OutboxSpool.of(directory, self.codec, "user/msg/Transition", f"/{p.robot_id}/transitions")
-        left = spool.load()
-        if left:
-            self.log.info("outbox: %d unacknowledged episodes left by the last run of %s (%s); re-sent when the "
-                          "learner answers", len(left), p.robot_id, ", ".join(str(e) for e, _ in left))  # fmt: skip
-        self._left_in_spool = left
-        return spool
 
     def _episode_ids(self) -> EpisodeIds:
         p = self.params
@@ -178,11 +164,11 @@ class RobotNode(Node):
         if int(msg.mode) != PressMode.EPISODE_END or (msg.robot_id and msg.robot_id != self.params.robot_id):
             return
         episode = self.loop.episode_id
+        who = msg.source or "a person"
         if self.loop.request_end():
-            self.log.info("episode %s: %s pressed the end (%s)", episode, msg.source or "a person",
-                          "success" if msg.success else "failure")  # fmt: skip
+            self.log.info("episode %s: %s pressed the end (%s)", episode, who, "success" if msg.success else "failure")
         else:
-            self.log.info("an episode-end press from %s arrived between episodes: ignored", msg.source or "a person")
+            self.log.info("an episode-end press from %s arrived between episodes: ignored", who)
 
     def _on_reset_request(self, payload: bytes) -> bytes:
         """The reset service, on the bus's service thread: waits for the control thread, holding up no callback."""
@@ -300,20 +286,8 @@ class RobotNode(Node):
         if ended is None:
             return
         if self.outbox is not None:
-            self.outbox.end_early(ended.episode_id, lambda m: dataclasses.replace(m, truncated=True))
+            self.outbox.end_early(ended.episode_id)
         self._publish_events([ended])
-
-    def _on_ack(self, msg: Any) -> None:
-        if self.outbox is not None and msg.robot_id == self.params.robot_id:
-            self.outbox.acknowledge(int(msg.episode_id))
-
-    def _resend(self) -> None:
-        """Timer: episodes without a receipt go out again, whole (the learner stores what it lacks); the outbox
-        says which and why (a count for what the last run left, a warning for each receipt that did not come)."""
-        assert self.outbox is not None
-        for resend in self.outbox.due():
-            for message in resend.messages:
-                self._pub_replay.publish(message)
 
     def _publish(self, result: TickResult) -> None:
         if result.transition is not None:
@@ -338,7 +312,7 @@ class RobotNode(Node):
         return view.clock_ns() if view is not None else time.time_ns()
 
     def diagnostics(self) -> list[Status]:
-        """The node, its arm (e-stop, holding, stepping) and cameras (`RobotView.diagnostics`)."""
+        """The node, its arm (e-stop, holding, stepping, interventions) and cameras (`RobotView.diagnostics`)."""
         return [*super().diagnostics(), *(self.view.diagnostics() if self.view is not None else [])]
 
     def destroy(self) -> None:

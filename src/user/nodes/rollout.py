@@ -45,37 +45,23 @@ from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Action, action_to_msg, observation_from_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
 from user.interfaces.refusals import Refusals
-from user.learner.config import LearningConfig
 from user.runtime.node import Node
 from user.sync.subscriber import WeightSubscriber
 from user.sync.trained import TrainedEpisodes
 
 
-@dataclass
-class RolloutParams:
+@dataclass(frozen=True)
+class RolloutParams(ActingConfig):
+    """How the session acts (`ActingConfig`: the policy, when weights apply, warm-up, the sync deadline) and how the
+    node wires it: robots and topics, the mode, threads, reports."""
+
     robots: list[str] = setting([], "robot ids this node acts for")
-    learning: LearningConfig = setting(LearningConfig(), "policy (must match the learner's)")
     weights_topic: str = setting("/policy/weights", "where the learner publishes weights")
     weights_publisher: str = setting(
         "", "apply only weights published by this learner (its learner_id, named in every chunk); empty: any"
     )
-    apply: Literal["episode_boundary", "immediate"] = setting(
-        "episode_boundary", "when a robot switches to new weights"
-    )
-    deterministic: bool = setting(False, "act with the mean action (evaluation) instead of sampling (exploration)")
-    wait_for_weights: bool = setting(True, "do not act before the first weights arrived (the robot holds)")
-    start_episode: int = setting(0, "answer only episodes with this id or later (earlier: demos by an expert)", min=0)
     mode: Literal["async", "sync"] = setting("async", "sync: reset robots only after the learner published")
-    sync_timeout_s: float = setting(
-        600.0, "sync: longest wait for the learner's version trained on a robot's episode, s", min=0.1
-    )
     reset_timeout_s: float = setting(15.0, "sync: reset service deadline, s", min=0.1)
-    random_steps: int = setting(
-        0,
-        "act uniformly at random in [-1, 1] until the learner has received this many transitions (its stats' "
-        "env_steps), as standard SAC warms up (CleanRL: 5000 steps); 0 = act with the policy from the start",
-        min=0,
-    )
     stats_topic: str = setting("/learner/stats", "random_steps: where the learner's stats (env_steps) come from")
     torch_threads: int = setting(1, "torch CPU threads for inference", min=1)
     report_period_s: float = setting(
@@ -102,10 +88,9 @@ class RolloutNode(Node):
             self.latest,
             policy_id=p.learning.policy_id,
             topic=p.weights_topic,
-            apply="immediate",
             publisher=p.weights_publisher,
         )
-        self.session = ActingSession(_acting_config(p), self.weights, self._publish, self.log)
+        self.session = ActingSession(p, self.weights, self._publish, self.log)  # the params are its settings
         if p.random_steps > 0:
             self.create_subscription(p.stats_topic, "user/msg/TrainingStats", self._on_stats)
         self._pubs = {r: self.create_publisher(f"/{r}/action", "user/msg/Action", RELIABLE) for r in p.robots}
@@ -189,30 +174,20 @@ class RolloutNode(Node):
             self.log.error("%s: reset refused: %s", robot, response.message)
 
     def _report(self) -> None:
-        """Timer: how the rollout is keeping up (what a robot waits for an action)."""
+        """Timer: how the rollout is keeping up (what a robot waits for an action) and the versions robots act with."""
         s = self.session
         self.log.info(
-            "answered %d observations (%d skipped); observation -> action p50 %.1f ms, p99 %.1f ms; mean batch %.2f",
+            "answered %d observations (%d skipped); observation -> action p50 %.1f ms, p99 %.1f ms; mean batch %.2f; "
+            "policy versions in use: %s",
             s.answered,
             s.skipped,
             1e3 * s.latency_percentile(50),
             1e3 * s.latency_percentile(99),
             s.mean_batch(),
+            ", ".join(map(str, s.policies.versions)) or "none yet",
         )
 
     def destroy(self) -> None:
         self.session.close()
         self._resets.shutdown(wait=True, cancel_futures=True)  # a waiting reset sees the stop within STOP_POLL_S
         self.weights.close()
-
-
-def _acting_config(p: RolloutParams) -> ActingConfig:
-    return ActingConfig(
-        learning=p.learning,
-        apply=p.apply,
-        deterministic=p.deterministic,
-        wait_for_weights=p.wait_for_weights,
-        start_episode=p.start_episode,
-        random_steps=p.random_steps,
-        sync_timeout_s=p.sync_timeout_s,
-    )

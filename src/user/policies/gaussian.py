@@ -98,9 +98,6 @@ class GaussianPolicy(Policy):
         """Reparameterised actions (B, A) and their log-probabilities (B,)."""
         return tanh_gaussian_sample(*self.dist_params(obs))
 
-    def log_prob(self, obs: TensorObs, action: torch.Tensor) -> torch.Tensor:
-        return tanh_gaussian_log_prob(action, *self.dist_params(obs))
-
     def act_tensor(self, obs: TensorObs, *, deterministic: bool) -> torch.Tensor:
         if deterministic:
             return torch.tanh(self.dist_params(obs)[0])

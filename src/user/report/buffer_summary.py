@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from user.buffer.disk.directory import SEGMENTS_DIR
 from user.buffer.index import Index
 from user.buffer.info import BufferInfo, directory_bytes, read_info
-
-SEGMENTS = "segments"  # the MCAP segments' directory under a buffer (user.buffer.storage)
 
 
 @dataclass(frozen=True)
@@ -43,14 +42,9 @@ class BufferSummary:
 def composition(index: Index) -> dict[str, RobotComposition]:
     """Per robot (by id): its episodes and transitions, demonstrations and online apart."""
     transitions: dict[str, dict[bool, tuple[int, int]]] = {}
-    for robot, demo, count, intervened in index.fetchall(
-        "SELECT robot_id, is_demo, COUNT(*), SUM(intervened) FROM transitions GROUP BY robot_id, is_demo"
-    ):
-        transitions.setdefault(str(robot), {})[bool(demo)] = (int(count), int(intervened or 0))
-    episodes = {
-        str(robot): (int(n), int(demos or 0))
-        for robot, n, demos in index.fetchall("SELECT robot_id, COUNT(*), SUM(is_demo) FROM episodes GROUP BY robot_id")
-    }
+    for r in index.robot_transitions():
+        transitions.setdefault(r.robot_id, {})[r.is_demo] = (r.transitions, r.intervened)
+    episodes = {r.robot_id: (r.episodes, r.demo_episodes) for r in index.robot_episodes()}
     robots: dict[str, RobotComposition] = {}
     for robot in sorted(set(transitions) | set(episodes)):
         demo, _ = transitions.get(robot, {}).get(True, (0, 0))
@@ -69,5 +63,5 @@ def load_buffer(directory: Path) -> BufferSummary:
             robots = composition(index)
     finally:
         index.close()
-    segments = directory_bytes(directory / SEGMENTS)
+    segments = directory_bytes(directory / SEGMENTS_DIR)
     return BufferSummary(info, robots, segments, max(0, info.bytes_on_disk - segments))

@@ -19,8 +19,9 @@ class ReportData:
 
 
 def report_data(run: RunData) -> ReportData:
-    return ReportData(run, curves(run.episodes.rows), robot_rates(run.episodes.rows),
-                      timing(run.progress.rows, run.run_start))  # fmt: skip
+    return ReportData(
+        run, curves(run.episodes.rows), robot_rates(run.episodes.rows), timing(run.progress.rows, run.run_start)
+    )
 
 
 def percent(value: float | None) -> str:

@@ -11,7 +11,6 @@ from html import escape
 from user.report.figures import BUFFER, CURVES, ROBOTS, TIMING
 from user.report.overview import ReportData, key_figures, mib, percent
 
-SECTIONS = ("overview", "missing", "learning-curves", "robots", "pipeline", "buffer", "nodes", "configuration")
 NOT_RECORDED = (
     "Not recorded by the run, so not shown: the learner's time split into waiting for, sampling and updating on "
     "batches (progress.csv has only the idle fraction: time waiting for an allowed batch over all its time), the "
@@ -91,12 +90,28 @@ def _curves(data: ReportData, figures: Mapping[str, bytes]) -> str:
 
 def _robots(data: ReportData, figures: Mapping[str, bytes]) -> str:
     rows = [
-        (r.robot_id, r.demo_episodes, r.online_episodes, percent(r.success_rate), r.online_steps, r.intervened_steps,
-         percent(r.intervention_rate), r.intervened_episodes)
+        (
+            r.robot_id,
+            r.demo_episodes,
+            r.online_episodes,
+            percent(r.success_rate),
+            r.online_steps,
+            r.intervened_steps,
+            percent(r.intervention_rate),
+            r.intervened_episodes,
+        )
         for r in data.rates
-    ]  # fmt: skip
-    head = ("robot", "demo episodes", "online episodes", "success (online)", "online steps", "intervened steps",
-            "intervention rate (steps)", "episodes with interventions")  # fmt: skip
+    ]
+    head = (
+        "robot",
+        "demo episodes",
+        "online episodes",
+        "success (online)",
+        "online steps",
+        "intervened steps",
+        "intervention rate (steps)",
+        "episodes with interventions",
+    )
     body = table(head, rows) if rows else missing("No episode recorded.")
     plot = _figure(figures, ROBOTS, "success and intervention rates per robot", "No online episode.")
     return section("robots", "Success and interventions per robot", body, plot)
@@ -117,13 +132,17 @@ def _pipeline(data: ReportData, figures: Mapping[str, bytes]) -> str:
     rows = [
         ("progress rows", len(t.seconds)),
         ("gradient steps per second (last / mean / max)", f"{rate[-1]:.1f} / {_mean(rate):.1f} / {max(rate):.1f}"),
-        ("learner idle fraction (last / mean)",
-         f"{percent(idle[-1])} / {percent(_mean(idle))}" if idle else "not recorded"),
+        (
+            "learner idle fraction (last / mean)",
+            f"{percent(idle[-1])} / {percent(_mean(idle))}" if idle else "not recorded",
+        ),
         ("gradient steps per transition received", "-" if ratio is None else f"{ratio:.2f}"),
         ("policy versions published", t.policy_version[-1]),
-        (f"transitions received / stored in the buffer at the last progress row ({t.seconds[-1]:.0f} s)",
-         f"{t.env_steps[-1]} / {t.buffer_transitions[-1]}"),
-    ]  # fmt: skip
+        (
+            f"transitions received / stored in the buffer at the last progress row ({t.seconds[-1]:.0f} s)",
+            f"{t.env_steps[-1]} / {t.buffer_transitions[-1]}",
+        ),
+    ]
     plot = image(figures[TIMING], "learner timing") if TIMING in figures else ""
     return section("pipeline", title, table(("figure", "value"), rows), plot, note(NOT_RECORDED))
 
@@ -136,8 +155,16 @@ def _buffer(data: ReportData, figures: Mapping[str, bytes]) -> str:
         (robot, c.episodes, c.demo_episodes, c.demo_transitions, c.online_transitions, c.intervened_transitions)
         for robot, c in sorted(b.robots.items())
     ]
-    rows.append(("all", b.info.episodes, sum(c.demo_episodes for c in b.robots.values()), b.info.demo_transitions,
-                 b.online_transitions, sum(c.intervened_transitions for c in b.robots.values())))  # fmt: skip
+    rows.append(
+        (
+            "all",
+            b.info.episodes,
+            sum(c.demo_episodes for c in b.robots.values()),
+            b.info.demo_transitions,
+            b.online_transitions,
+            sum(c.intervened_transitions for c in b.robots.values()),
+        )
+    )
     head = ("robot", "episodes", "demo episodes", "demo transitions", "online transitions", "intervened transitions")
     disk = [
         ("segments", f"{b.info.segments_closed} closed, {b.info.segments_open} open, {mib(b.segment_bytes)}"),

@@ -90,8 +90,13 @@ def draw_rates(ax: Any, rates: list[RobotRates]) -> None:
         return
     xs = range(len(shown))
     ax.bar([x - 0.2 for x in xs], [r.success_rate or 0.0 for r in shown], 0.4, label="success", color="tab:green")
-    ax.bar([x + 0.2 for x in xs], [r.intervention_rate or 0.0 for r in shown], 0.4, label="intervened steps",
-           color=INTERVENED_COLOUR)  # fmt: skip
+    ax.bar(
+        [x + 0.2 for x in xs],
+        [r.intervention_rate or 0.0 for r in shown],
+        0.4,
+        label="intervened steps",
+        color=INTERVENED_COLOUR,
+    )
     ax.set_xticks(list(xs), [f"{r.robot_id}\n({r.online_episodes} ep.)" for r in shown])
     ax.set_ylim(0.0, 1.05)
     ax.set_ylabel("fraction of online episodes / steps")

@@ -1,7 +1,7 @@
 """Rewards: rule-based (distance to a target pose), human (pedal presses), learned (success classifier)."""
 
-from user.rewards.base import Reward, RewardError, RewardMode, RewardStep, RewardValue, relabel
-from user.rewards.human import HumanPress, HumanRewardAggregator, HumanStepReward, PressMode, StepWindow, assign
+from user.rewards.base import Reward, RewardError, RewardMode, RewardStep, RewardValue
+from user.rewards.human import HumanPress, HumanRewardAggregator, HumanStepReward, PressMode, StepWindow
 from user.rewards.rule import RuleReward, RuleRewardConfig
 
 __all__ = [
@@ -17,6 +17,4 @@ __all__ = [
     "RuleReward",
     "RuleRewardConfig",
     "StepWindow",
-    "assign",
-    "relabel",
 ]

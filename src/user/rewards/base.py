@@ -1,13 +1,13 @@
 """The `Reward` protocol: what any reward source (rule, human, learned) gives for one step.
 
 A reward is computed from a `RewardStep` (what a robot saw at the end of a step) and returns a
-`RewardValue` (reward + whether the task counts as achieved). The same object serves online (a reward node
-calls it on each step as it happens) and offline (`relabel` recomputes it over stored transitions).
+`RewardValue` (reward + whether the task counts as achieved); a reward node calls it on each step as it
+happens, a robot's own scorer on each step it takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, runtime_checkable
@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from user.interfaces.domain import Observation, Transition
+from user.interfaces.domain import Observation
 from user.interfaces.images import decode_image
 
 TCP_POSE_SLICE = slice(0, 7)  # the tool pose (xyz + xyzw) leads every arm state vector (`ArmState.vector`)
@@ -75,13 +75,3 @@ class Reward(Protocol):
     def reset(self) -> None:
         """Called at an episode boundary."""
         ...
-
-
-def relabel(reward: Reward, episode: Sequence[Transition]) -> list[RewardValue]:
-    """Recompute `reward` over one stored episode (ordered by step): one value per transition."""
-    reward.reset()
-    n = len(episode)
-    return [
-        reward(RewardStep.from_observation(t.next_observation, last=i == n - 1, decode=reward.needs_images))
-        for i, t in enumerate(episode)
-    ]

@@ -129,9 +129,6 @@ class SuccessClassifier:
             out: npt.NDArray[np.float32] = torch.sigmoid(self.net(to_input(frames, self.config.image_size))).numpy()
         return out
 
-    def accuracy(self, frames: npt.NDArray[np.uint8], labels: npt.NDArray[np.bool_], threshold: float = 0.5) -> float:
-        return float(np.mean((self.probability(frames) >= threshold) == labels)) if len(labels) else float("nan")
-
     def save(self, path: str | Path) -> None:
         torch.save({"config": asdict(self.config), "state_dict": self.net.state_dict()}, Path(path))
 
@@ -220,17 +217,6 @@ class SuccessClassifier:
             return float(((self.net(x) >= 0).float() == y).float().mean()) if len(y) else float("nan")
 
 
-@dataclass(frozen=True)
-class LearnedRewardConfig:
-    """How classifier outputs become rewards."""
-
-    checkpoint: str = setting("", "file written by `user train-reward`")
-    threshold: float = setting(0.5, "success when the probability is at least this", min=0.0, max=1.0)
-    mode: str = setting(
-        "step", "step: score every step; terminal: only an episode's last step", choices=("step", "terminal")
-    )
-
-
 class LearnedReward:
     """Reward 1 when the classifier says the frame shows success (probability >= threshold), else 0."""
 
@@ -240,10 +226,6 @@ class LearnedReward:
         self.classifier = classifier
         self.threshold = threshold
         self.mode = mode
-
-    @staticmethod
-    def from_config(config: LearnedRewardConfig) -> LearnedReward:
-        return LearnedReward(SuccessClassifier.load(config.checkpoint), config.threshold, RewardMode(config.mode))
 
     def __call__(self, step: RewardStep) -> RewardValue:
         if self.mode is RewardMode.TERMINAL and not step.last:

@@ -5,13 +5,12 @@ whose window contains its stamp. Presses arrive late (over the network, after th
 aggregator holds each closed step for `latency_ns` before settling it. A STEP press adds its reward to
 its step; an EPISODE_END press gives its reward to its step and marks the episode as ended there (with
 the press's success flag). Presses older than every held step, or for another robot, are counted as
-unmatched and dropped. `assign` is the same rule as a pure function, for offline relabelling.
+unmatched and dropped.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -86,19 +85,6 @@ def _apply(target: HumanStepReward, press: HumanPress) -> None:
     if press.mode is PressMode.EPISODE_END:
         target.episode_end = True
         target.success = target.success or press.success
-
-
-def assign(windows: Sequence[StepWindow], presses: Iterable[HumanPress]) -> tuple[list[HumanStepReward], int]:
-    """Attach each press to the window containing its stamp: (one reward per window, presses unmatched)."""
-    out = [HumanStepReward(w.step) for w in windows]
-    unmatched = 0
-    for press in presses:
-        hit = next((i for i, w in enumerate(windows) if w.contains(press.stamp_ns)), None)
-        if hit is None:
-            unmatched += 1
-        else:
-            _apply(out[hit], press)
-    return out, unmatched
 
 
 class HumanRewardAggregator:

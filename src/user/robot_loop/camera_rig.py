@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 if TYPE_CHECKING:  # user.cameras imports OpenCV: loaded only when a real driver has cameras
     from user.cameras.camera import Camera
+    from user.cameras.latest import CameraHealth
 
 _STALE_WARN_PERIOD_S = 5.0
 _log = logging.getLogger(__name__)
@@ -52,6 +53,10 @@ class CameraRig:
                 camera.close()
             except CameraError as exc:
                 _log.warning("%s (closing the other cameras anyway)", exc)
+
+    def health(self) -> dict[str, CameraHealth]:
+        """Each camera's counters and whether it is dead, by name (for the robot's `/diagnostics`)."""
+        return {camera.name: camera.health() for camera in self.cameras}
 
     def frames(self) -> dict[str, tuple[npt.NDArray[np.uint8], int]]:
         out: dict[str, tuple[npt.NDArray[np.uint8], int]] = {}

@@ -1,37 +1,37 @@
 """Robot drivers built from their settings (`DriverSpec`), with what the control loop needs from each:
 the robot, its scorer and its observation sources (extras, privileged state, camera frames).
 
-Hardware SDKs (franky, the ARX SDK, pyrealsense2, OpenCV) are imported only when a real driver is built;
-`user.robot_loop.driver_spec` checks every setting without building anything, so a deployment file is checked
-in full before any process starts.
+`build_driver` calls the builder `DRIVERS` (`user.robot_loop.driver_spec`) names for the driver, one `build_*`
+function below per driver, each given the parsed settings (`spec.hardware` is the driver's config, `spec.task_params`
+the task's, `spec.camera_configs` the cameras'). Hardware SDKs (franky, the ARX SDK, pyrealsense2, OpenCV) are
+imported only when a real driver is built; the settings are checked in full when they are loaded, without building
+anything, so a deployment file is checked before any process starts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from user.config.sections import settings_of
 from user.rewards.rule import RuleReward
 from user.robot_loop.camera_rig import CameraRig
-from user.robot_loop.driver_spec import (
-    REAL_DRIVERS,
-    DriverError,
-    DriverSpec,
-    RealSettings,
-    parse_settings,
-    real_settings,
-)
+from user.robot_loop.driver_spec import DRIVERS, DriverError, DriverSpec
 from user.robot_loop.observe import ExtrasFn, FramesFn, TaskStateFn
 from user.robot_loop.scoring import ExternalScorer, GymScorer, RuleScorer, Scorer, TaskScorer
+from user.robots.arx_sdk import ArxSdkConfig
 from user.robots.base import Robot
+from user.robots.franka_libfranka_config import FrankaLibfrankaConfig
+from user.robots.franka_ros import FrankaRosConfig
 from user.robots.gym_robot import GymRobot
-from user.robots.safety import SafetyConfig
 from user.sim import SimArxRobot, SimCameraConfig, SimFrankaRobot, SimRobotConfig
 from user.sim.robot import arx_config
+from user.tasks.base import ActionScale
+from user.tasks.registry import make_task
 
 if TYPE_CHECKING:
     from user.cameras.camera import Camera
@@ -53,6 +53,7 @@ class DriverBundle:
     cameras: tuple[str, ...] = ()  # names of the cameras whose images observations carry
     rig: CameraRig | None = None  # real cameras, opened by `connect` and closed by `close`
     connects_over_bus: bool = False  # `connect` waits for bus messages: call it where bus callbacks can run
+    paced: bool = True  # in real time, the robot's step keeps the control rate itself (a gym env's does not)
 
     def connect(self) -> None:
         """Connect the robot, then open its cameras (the robot is closed again when a camera fails)."""
@@ -76,16 +77,14 @@ class DriverBundle:
 def build_driver(spec: DriverSpec, node: Node | None = None) -> DriverBundle:
     """Construct (not yet connect) the robot `spec` names; `node` is needed by franka_ros and bus cameras.
     The spec was checked when it was made (`DriverSpec.__post_init__`)."""
-    if spec.driver in REAL_DRIVERS:
-        return _real_bundle(spec, real_settings(spec), node)
-    if spec.driver == "gym":
-        return _gym_bundle(spec)
-    return _sim_bundle(spec)
+    builder: Callable[[DriverSpec, Node | None], DriverBundle] = DRIVERS[spec.driver].builder()
+    return builder(spec, node)
 
 
-def _gym_bundle(spec: DriverSpec) -> DriverBundle:
+def build_gym(spec: DriverSpec, node: Node | None) -> DriverBundle:
+    del node
     gym = GymRobot(spec.gym_env, robot_id=spec.robot_id, control_rate_hz=spec.control_rate_hz, site=spec.site)
-    return DriverBundle(gym, GymScorer(gym, _gym_max_steps(spec, gym)), spec.gym_env)
+    return DriverBundle(gym, GymScorer(gym, _gym_max_steps(spec, gym)), spec.gym_env, paced=False)
 
 
 def _gym_max_steps(spec: DriverSpec, gym: GymRobot) -> int:
@@ -94,28 +93,30 @@ def _gym_max_steps(spec: DriverSpec, gym: GymRobot) -> int:
     return spec.max_steps or gym.max_episode_steps or GYM_MAX_STEPS
 
 
-def _sim_safety(spec: DriverSpec, base: SafetyConfig) -> SafetyConfig:
-    """The simulated arm's action limits: its defaults with the node's `safety` settings on top."""
-    if not spec.safety:
-        return base
-    merged = {f.name: getattr(base, f.name) for f in fields(SafetyConfig)} | dict(spec.safety)
-    config: SafetyConfig = parse_settings(SafetyConfig, merged, f"driver {spec.driver}: safety")
-    return config
+def build_sim_franka(spec: DriverSpec, node: Node | None) -> DriverBundle:
+    del node
+    return _sim_arm(spec, SimRobotConfig(task=spec.task), SimFrankaRobot)
 
 
-def _sim_bundle(spec: DriverSpec) -> DriverBundle:
-    base = arx_config(spec.task) if spec.driver == "sim_arx" else SimRobotConfig(task=spec.task)
+def build_sim_arx(spec: DriverSpec, node: Node | None) -> DriverBundle:
+    del node
+    return _sim_arm(spec, arx_config(spec.task), SimArxRobot)
+
+
+def _sim_arm(spec: DriverSpec, base: SimRobotConfig, make: type[SimFrankaRobot]) -> DriverBundle:
+    """A simulated arm work cell: its defaults (`base`) with the node's settings; a task built from `task_params`
+    when they are given, else the work cell's own."""
     config = replace(
         base,
         robot_id=spec.robot_id,
         site=spec.site,
-        task_params=dict(spec.task_params) or base.task_params,
         realtime=spec.realtime,
         cameras=SimCameraConfig() if spec.cameras else SimCameraConfig(names=()),
         sim=replace(base.sim, control_rate_hz=spec.control_rate_hz),
-        safety=_sim_safety(spec, base.safety),
+        safety=spec.safety,
     )
-    robot: SimFrankaRobot = SimArxRobot(config) if spec.driver == "sim_arx" else SimFrankaRobot(config)
+    given = None if spec.task_params is None else make_task(spec.task, spec.task_params, ActionScale.of(spec.safety))
+    robot = make(config, given)
     task = robot.task
     if task is None:
         raise DriverError(f"simulated robot {spec.robot_id!r} has no task")
@@ -134,22 +135,46 @@ def _sim_bundle(spec: DriverSpec) -> DriverBundle:
     )
 
 
-def _real_bundle(spec: DriverSpec, settings: RealSettings, node: Node | None) -> DriverBundle:
-    if node is None and (spec.driver == "franka_ros" or any(c.driver == "bus" for c in settings.cameras)):
+def build_franka(spec: DriverSpec, node: Node | None) -> DriverBundle:
+    from user.robots.franka_libfranka import FrankaLibfrankaRobot  # franky itself loads on connect()
+
+    return _real_bundle(spec, FrankaLibfrankaRobot(settings_of(spec.hardware, FrankaLibfrankaConfig, "hardware")), node)
+
+
+def build_franka_ros(spec: DriverSpec, node: Node | None) -> DriverBundle:
+    from user.robots.franka_ros import FrankaRosRobot
+
+    if node is None:
+        raise DriverError("driver franka_ros reads and commands franka_ros2 over a bus; build it in a node")
+    robot = FrankaRosRobot(node, settings_of(spec.hardware, FrankaRosConfig, "hardware"))
+    return _real_bundle(spec, robot, node, over_bus=True)
+
+
+def build_arx(spec: DriverSpec, node: Node | None) -> DriverBundle:
+    from user.robots.arx_sdk import ArxSdkRobot  # the SDK itself loads on connect()
+
+    return _real_bundle(spec, ArxSdkRobot(settings_of(spec.hardware, ArxSdkConfig, "hardware")), node)
+
+
+def _real_bundle(spec: DriverSpec, robot: Robot, node: Node | None, over_bus: bool = False) -> DriverBundle:
+    """A real robot with its cameras and the scorer its `reward` names; `over_bus`: it connects over the bus."""
+    cameras = tuple(spec.camera_configs.values())
+    over_bus = over_bus or any(c.driver == "bus" for c in cameras)
+    if node is None and over_bus:
         raise DriverError(f"driver {spec.driver}: franka_ros and bus cameras talk over a bus; build it in a node")
     max_steps = spec.max_steps or REAL_MAX_STEPS
     scorer: Scorer = ExternalScorer(max_steps)
-    if settings.rule is not None:
-        scorer = RuleScorer(RuleReward(settings.rule), max_steps)
-    rig = CameraRig([_camera(c, node) for c in settings.cameras]) if settings.cameras else None
+    if spec.reward == "rule":
+        scorer = RuleScorer(RuleReward(spec.rule), max_steps)
+    rig = CameraRig([_camera(c, node) for c in cameras]) if cameras else None
     return DriverBundle(
-        robot=_REAL_ROBOTS[spec.driver](settings.hardware, node),
+        robot=robot,
         scorer=scorer,
         task=spec.task,
         frames=rig.frames if rig is not None else None,
         cameras=rig.names if rig is not None else (),
         rig=rig,
-        connects_over_bus=spec.driver == "franka_ros" or any(c.driver == "bus" for c in settings.cameras),
+        connects_over_bus=over_bus,
     )
 
 
@@ -159,32 +184,3 @@ def _camera(config: CameraConfig, node: Node | None) -> Camera:
     if node is None:
         return build_camera(config)
     return build_camera(config, bus=node.bus, codec=node.codec)
-
-
-def _franka(config: Any, node: Node | None) -> Robot:
-    del node
-    from user.robots.franka_libfranka import FrankaLibfrankaRobot  # franky itself loads on connect()
-
-    return FrankaLibfrankaRobot(config)
-
-
-def _franka_ros(config: Any, node: Node | None) -> Robot:
-    from user.robots.franka_ros import FrankaRosRobot
-
-    if node is None:
-        raise DriverError("driver franka_ros reads and commands franka_ros2 over a bus; build it in a node")
-    return FrankaRosRobot(node, config)
-
-
-def _arx(config: Any, node: Node | None) -> Robot:
-    del node
-    from user.robots.arx_sdk import ArxSdkRobot  # the SDK itself loads on connect()
-
-    return ArxSdkRobot(config)
-
-
-_REAL_ROBOTS: dict[str, Callable[[Any, Node | None], Robot]] = {
-    "franka": _franka,
-    "franka_ros": _franka_ros,
-    "arx": _arx,
-}

@@ -233,9 +233,16 @@ class EpisodeOutbox:
 def _log_resends(resends: list[Resend], after_s: float) -> None:
     restarted = [r.episode_id for r in resends if r.after_restart]
     if restarted:
-        _log.info("episodes left without a receipt by the last run of this robot: re-sending %d (%s)",
-                  len(restarted), ", ".join(str(e) for e in restarted))  # fmt: skip
+        _log.info(
+            "episodes left without a receipt by the last run of this robot: re-sending %d (%s)",
+            len(restarted),
+            ", ".join(str(e) for e in restarted),
+        )
     for r in resends:
         if not r.after_restart:
-            _log.warning("no receipt for episode %d from the learner within %g s: re-sending its %d transitions",
-                         r.episode_id, after_s, len(r.messages))  # fmt: skip
+            _log.warning(
+                "no receipt for episode %d from the learner within %g s: re-sending its %d transitions",
+                r.episode_id,
+                after_s,
+                len(r.messages),
+            )

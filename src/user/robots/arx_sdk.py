@@ -60,7 +60,6 @@ class ArxSdkConfig:
     model: str = setting("L5", "arm model as the SDK names it", choices=("L5", "X5"))
     interface: str = setting("can0", "SocketCAN interface the arm is on (ip link show)")
     control_rate_hz: float = setting(10.0, "policy rate: one Cartesian target per period", min=0.5, max=100.0)
-    cameras: tuple[str, ...] = setting((), "names of the cameras attached to this robot")
     safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")
 
 
@@ -106,7 +105,6 @@ class ArxSdkRobot(ArmRobot):
             embodiment_id=embodiments.ARX,
             dof=6,
             control_rate_hz=cfg.control_rate_hz,
-            cameras=cfg.cameras,
             site=cfg.site,
         )
         super().__init__(descriptor, cfg.safety)

@@ -13,7 +13,6 @@ import numpy.typing as npt
 
 Vec = npt.NDArray[np.float64]
 
-IDENTITY: Vec = np.array([0.0, 0.0, 0.0, 1.0])
 _SMALL_ANGLE = 1e-12
 
 

@@ -2,7 +2,7 @@
 
 The action subscriber `feed`s each action with its receive time; the control timer asks `latest(now)`
 and holds the robot when it gets None. With `deadline_s` at most one control period, an arm holds
-within two control periods of the last fresh action (`ActionWatchdog.for_control_rate`).
+within two control periods of the last fresh action.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from user.robots.base import Robot, StepResult
-
 
 class ActionWatchdog:
     """The latest action, handed out only while it is younger than `deadline_s`. Thread-safe."""
@@ -30,13 +28,6 @@ class ActionWatchdog:
         self._lock = threading.Lock()
         self._action: npt.NDArray[Any] | None = None
         self._received_at: float | None = None
-
-    @classmethod
-    def for_control_rate(cls, rate_hz: float, clock: Callable[[], float] = time.monotonic) -> ActionWatchdog:
-        """A watchdog whose deadline is one control period: the robot holds within two periods."""
-        if not (math.isfinite(rate_hz) and rate_hz > 0.0):
-            raise ValueError(f"control rate must be a positive number of Hz, got {rate_hz!r}")
-        return cls(1.0 / rate_hz, clock)
 
     def feed(self, action: np.ndarray, received_at: float | None = None) -> None:
         """Record an action received at `received_at` (the watchdog's clock; default now).
@@ -78,11 +69,3 @@ class ActionWatchdog:
         with self._lock:
             self._action = None
             self._received_at = None
-
-
-def drive_once(robot: Robot, watchdog: ActionWatchdog, now: float | None = None) -> StepResult:
-    """One control period: step the robot with the fresh action, or hold when there is none."""
-    action = watchdog.latest(now)
-    if action is None:
-        return robot.hold(watchdog.stale_reason(now))
-    return robot.step(action)

@@ -42,10 +42,6 @@ class NodeClock:
         if self.topic:
             node.create_subscription(self.topic, "rosgraph_msgs/msg/Clock", self._on_clock, BEST_EFFORT)
 
-    @property
-    def simulated(self) -> bool:
-        return bool(self.topic)
-
     def _on_clock(self, msg: Any) -> None:
         with self._lock:
             self._sim_ns = from_time(msg.clock)

@@ -48,11 +48,6 @@ class Status:
             )
 
 
-def worst(statuses: list[Status]) -> int:
-    """The highest level among `statuses` (OK for none)."""
-    return max((s.level for s in statuses), default=OK)
-
-
 def period_from_env(env: Mapping[str, str] | None = None) -> float:
     """The publication period (s) from `USER_DIAGNOSTICS_PERIOD_S`; 0 = off. A bad value is refused by name."""
     text = (os.environ if env is None else env).get(ENV_PERIOD, "")

@@ -73,10 +73,24 @@ def access_control(owned: list[Owned], everyone: list[str], domain: str) -> dict
     rules, subjects, policies = [], [], []
     for k, item in enumerate(owned):
         key = in_domain(domain, topic_to_key(item.topic))
-        rules.append({"id": f"owned_{k}", "permission": "deny", "flows": ["ingress"],
-                      "messages": OWNED_MESSAGES, "key_exprs": [key]})  # fmt: skip
-        rules.append({"id": f"owned_cache_{k}", "permission": "deny", "flows": ["ingress"],
-                      "messages": CACHE_MESSAGES, "key_exprs": [f"{key}/@adv/**"]})  # fmt: skip
+        rules.append(
+            {
+                "id": f"owned_{k}",
+                "permission": "deny",
+                "flows": ["ingress"],
+                "messages": OWNED_MESSAGES,
+                "key_exprs": [key],
+            }
+        )
+        rules.append(
+            {
+                "id": f"owned_cache_{k}",
+                "permission": "deny",
+                "flows": ["ingress"],
+                "messages": CACHE_MESSAGES,
+                "key_exprs": [f"{key}/@adv/**"],
+            }
+        )
         subjects.append({"id": f"not_owner_{k}", "cert_common_names": sorted(set(everyone) - item.allowed)})
         policies.append(
             {"id": f"policy_{k}", "rules": [f"owned_{k}", f"owned_cache_{k}"], "subjects": [f"not_owner_{k}"]}

@@ -309,14 +309,3 @@ def arx_model(variant: str = "L5") -> ArmModel:
         wrist_camera_pos=(0.07, 0.0, 0.07),
         wrist_camera_quat=_wrist_camera_quat(),
     )
-
-
-def pose_at(model: mujoco.MjModel, qpos: Vec, site: str = "tcp") -> tuple[Vec, Vec]:
-    """Position and (w, x, y, z) orientation of a site at joint positions `qpos` (a helper for tools/tests)."""
-    data = mujoco.MjData(model)
-    data.qpos[: len(qpos)] = qpos
-    mujoco.mj_kinematics(model, data)
-    site_id = int(mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, site))
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, data.site_xmat[site_id])
-    return data.site_xpos[site_id].copy(), quat

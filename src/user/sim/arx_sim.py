@@ -75,13 +75,6 @@ class ArxSim(ArmSim):
         self._pd: JointPdController | None = None
         super().__init__(arx_model(variant), task, fit_timestep(config or ArmSimConfig(), self.joint_control.rate_hz))
 
-    @property
-    def pd(self) -> JointPdController:
-        """The joint PD + IK controller (for tests and tools)."""
-        if self._pd is None:  # set in `_make_controller`, during construction
-            raise RuntimeError("ArxSim is not constructed yet")
-        return self._pd
-
     def reset(self, seed: int | None) -> ArmState:
         if self._pd is not None:
             self._pd.forget()  # the arm is about to be teleported to the episode's start

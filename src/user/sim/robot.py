@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from user.config import setting
+from user.config import KindSection, resolve_sections, setting
 from user.robots.arm import ArmRobot
 from user.robots.base import ArmState, NotConnectedError, RobotDescriptor
 from user.robots.embodiments import embodiment_of
@@ -30,7 +30,7 @@ from user.sim.franka_model import fr3_model
 from user.sim.franka_sim import FrankaSim
 from user.sim.joint_control import JointControlConfig
 from user.tasks.base import ActionScale, Task, TaskState
-from user.tasks.registry import make_task
+from user.tasks.registry import TASKS, make_task
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,11 @@ class SimRobotConfig:
     site: str = setting("local", "where the robot is (hardware registry)")
     arm: str = setting("franka", "simulated arm: franka (FR3), arx_l5, arx_x5", choices=("franka", "arx_l5", "arx_x5"))
     task: str = setting("peg_insertion", "task in the scene: peg_insertion, pick_place, button_press; '' = none")
-    task_params: dict[str, Any] = setting(
-        {}, "settings of the task's config dataclass; empty on an ARX arm: the ARX layout (arx_sim.ARX_TASK_PARAMS)"
+    task_params: object | None = setting(
+        None,
+        "settings of the task's config (the class `task` selects); none: the task's defaults, on an ARX arm the ARX "
+        "layout (arx_sim.ARX_TASK_PARAMS)",
+        section=KindSection(TASKS, optional=True),
     )
     realtime: bool = setting(False, "pace every step to the wall clock (true) or run as fast as possible (false)")
     visual: str = setting("lowpoly", "arm meshes to render: lowpoly (fast) or full", choices=("lowpoly", "full"))
@@ -52,6 +55,9 @@ class SimRobotConfig:
     joint_control: JointControlConfig = setting(
         JointControlConfig(), "joint PD + IK settings of the ARX arms (unused for the franka)"
     )
+
+    def __post_init__(self) -> None:
+        resolve_sections(self)
 
 
 def arx_config(task: str = "button_press", variant: str = "arx_l5", **overrides: Any) -> SimRobotConfig:
@@ -78,10 +84,10 @@ class SimFrankaRobot(ArmRobot):
         )
         super().__init__(descriptor, cfg.safety)
         self.config = cfg
-        scale = ActionScale(cfg.safety.max_translation_per_step_m, cfg.safety.max_rotation_per_step_rad)
         task_params = cfg.task_params
-        if cfg.arm != "franka" and not task_params:
-            task_params = ARX_TASK_PARAMS.get(cfg.task, {})
+        if cfg.arm != "franka" and task_params is None:
+            task_params = ARX_TASK_PARAMS.get(cfg.task)
+        scale = ActionScale.of(cfg.safety)
         self.task = task if task is not None else (make_task(cfg.task, task_params, scale) if cfg.task else None)
         self._sim: ArmSim | None = None
         self._cameras: SimCameras | None = None

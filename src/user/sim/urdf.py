@@ -21,8 +21,6 @@ import numpy.typing as npt
 
 from user.sim.arm_model import ArmModel
 
-Vec = npt.NDArray[np.float64]
-
 TCP_LINK = "tcp"
 WRIST_OPTICAL_LINK = "wrist_camera_optical"
 # A MuJoCo camera looks along its -z with y up; an optical frame looks along +z with y down: a half turn about x.

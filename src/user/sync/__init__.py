@@ -1,17 +1,18 @@
 """Weight synchronisation: versioned, chunked actor-weight publication from learner to robot sites.
 
-`chunking` is the ROS-free core (FlatWeights <-> chunks, `Assembler`); `WeightPublisher` and
-`WeightSubscriber` adapt it to a `Node`. Weights are applied at an episode boundary by default.
+`chunking` (FlatWeights -> chunks) and `assembler` (chunks -> FlatWeights, checked) are the ROS-free core;
+`WeightPublisher` and `WeightSubscriber` adapt it to a `Node`. The subscriber applies a version as it completes; the
+rollout pins each robot's version itself (`user.acting.pinning`).
 """
 
-from user.sync.chunking import DEFAULT_CHUNK_SIZE, Assembler, Chunk, join_payload, split_weights
+from user.sync.assembler import Assembler
+from user.sync.chunking import DEFAULT_CHUNK_SIZE, Chunk, split_weights
 from user.sync.errors import ChecksumError, ChunkError, PayloadError, WeightSyncError
 from user.sync.publisher import WeightPublisher
-from user.sync.subscriber import ApplyMode, WeightSubscriber
+from user.sync.subscriber import WeightSubscriber
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
-    "ApplyMode",
     "Assembler",
     "ChecksumError",
     "Chunk",
@@ -20,6 +21,5 @@ __all__ = [
     "WeightPublisher",
     "WeightSubscriber",
     "WeightSyncError",
-    "join_payload",
     "split_weights",
 ]

@@ -102,10 +102,6 @@ class WeightPublisher:
         self._requests = node.create_subscription(resend_topic(topic), REQUEST_TYPE, self._on_request)
         self.version = policy.version  # newest version published (the policy's own until the first one)
 
-    @property
-    def topic(self) -> str:
-        return self._publisher.topic
-
     def after_update(self) -> int | None:
         """Call once per learner update; publishes on every K-th (never when K is None: only `publish_now`).
         Returns the version published, if any."""
@@ -165,8 +161,14 @@ class WeightPublisher:
                 return
             self._last_resend = now
             if self._encoder is not None and self._latest_weights is not None:  # a late joiner lacks the base
-                self._latest = split_weights(self._latest_weights, self.policy_id, self.chunk_size, self.publisher,
-                                             encoder=self._encoder, keyframe=True)  # fmt: skip
+                self._latest = split_weights(
+                    self._latest_weights,
+                    self.policy_id,
+                    self.chunk_size,
+                    self.publisher,
+                    encoder=self._encoder,
+                    keyframe=True,
+                )
             self._send(self._latest)
             self.resends += 1
         _log.info("re-published weights of policy %r version %d on request", self.policy_id, self.version)

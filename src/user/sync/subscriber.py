@@ -1,12 +1,12 @@
 """`WeightSubscriber`: the robot-site side of weight synchronisation.
 
-Chunks are assembled on the bus thread; a complete, verified version is either applied at once
-(`apply="immediate"`) or held until the rollout calls `at_episode_boundary()` (the default, as in the
-paper: an episode never mixes two policies). A version is taken only whole, checksummed, of the local
-policy's layout, with every value finite and, when `publisher` is set, from that publisher (see
-`Assembler`). Rejected chunks and versions are counted, logged once per cause (rate-limited, see
-`user.interfaces.refusals`) and never applied; the policy keeps acting with the weights it has, and a
-rejected version, whatever its number, holds no later version back.
+Chunks are assembled on the bus thread and a complete, verified version is applied to the policy at once; which
+version each robot acts with, and when it switches (at its episode boundary by default), is the rollout's choice
+(`user.acting.pinning`). A version is taken only whole, checksummed, of the local policy's layout, with every
+value finite and, when `publisher` is set, from that publisher (see `user.sync.assembler`). Rejected chunks and
+versions are counted, logged once per cause (rate-limited, see `user.interfaces.refusals`) and never applied; the
+policy keeps acting with the weights it has, and a rejected version, whatever its number, holds no later version
+back.
 
 Every `resend_period_s` the subscriber asks the publisher to re-publish its newest version while it has
 received none yet, or while a version has stalled incomplete for that long (see `user.sync.publisher`).
@@ -17,30 +17,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Literal
+from typing import Any
 
 from user.bus.base import Handle, QoS
 from user.interfaces.refusals import Refusals
 from user.interfaces.validate import InvalidMessageError
 from user.policies.base import FlatWeights, Policy, PolicyError
 from user.runtime.node import Node
-from user.sync.chunking import (
-    DEFAULT_CHUNK_SIZE,
-    DTYPES,
-    MSG_TYPE,
-    Assembler,
-    chunk_count,
-    chunk_from_msg,
-    payload_size,
-)
+from user.sync.assembler import Assembler
+from user.sync.chunking import DEFAULT_CHUNK_SIZE, DTYPES, MSG_TYPE, chunk_count, chunk_from_msg, payload_size
 from user.sync.delta import BaseMissingError
 from user.sync.errors import ChunkError, WeightSyncError
 from user.sync.publisher import REQUEST_TYPE, resend_topic
 
 _log = logging.getLogger(__name__)
-
-ApplyMode = Literal["episode_boundary", "immediate"]
-_MODES = ("episode_boundary", "immediate")
 
 
 class WeightSubscriber:
@@ -57,22 +47,17 @@ class WeightSubscriber:
         *,
         policy_id: str,
         topic: str,
-        apply: ApplyMode = "episode_boundary",
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         resend_period_s: float = 1.0,
         publisher: str = "",
     ) -> None:
-        if apply not in _MODES:
-            raise ValueError(f"apply must be one of {_MODES}, got {apply!r}")
         self.policy = policy
         self.policy_id = policy_id
-        self.apply_mode: ApplyMode = apply
         self.rejected = 0  # chunks or versions rejected (bad chunk, checksum, layout, not finite, publisher)
         self.received_versions = 0  # complete, verified versions
         self._assembler = Assembler(policy_id, policy.weight_spec, publisher)
         self.refusals = Refusals(_log)
         self.resend_requests = 0  # times this subscriber asked for the newest version again
-        self._pending: FlatWeights | None = None
         self._last_chunk = time.monotonic()
         self._resend_period_s = resend_period_s
         self._request_msg = node.codec.msg_class(REQUEST_TYPE)(data=policy_id)
@@ -91,36 +76,16 @@ class WeightSubscriber:
         with self._changed:
             return self.policy.version
 
-    @property
-    def pending_version(self) -> int | None:
-        """A received version waiting for the next episode boundary, if any."""
-        with self._changed:
-            return None if self._pending is None else self._pending.version
-
     def snapshot(self) -> FlatWeights:
         """A copy of the weights in use now, with their version (consistent: never half applied)."""
         with self._changed:
             return self.policy.get_weights()
 
-    def at_episode_boundary(self) -> bool:
-        """Call between episodes: applies the newest received version, if any. True when one was applied."""
-        with self._changed:
-            weights, self._pending = self._pending, None
-            if weights is None:
-                return False
-            return self._apply(weights)
-
-    def wait_for_version(self, version: int, timeout_s: float, *, applied: bool = True) -> bool:
-        """Wait until `version` (or newer) is in use (`applied`) or received; False at the deadline."""
+    def wait_for_version(self, version: int, timeout_s: float) -> bool:
+        """Wait until `version` (or newer) is in use; False at the deadline."""
         deadline = time.monotonic() + timeout_s
-
-        def reached() -> bool:
-            if self.policy.version >= version:
-                return True
-            return not applied and self._pending is not None and self._pending.version >= version
-
         with self._changed:
-            while not reached():
+            while self.policy.version < version:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -164,13 +129,9 @@ class WeightSubscriber:
                 return
             self.received_versions += 1
             _log.info("received weights of policy %r version %d", self.policy_id, weights.version)
-            if self.apply_mode == "immediate":
-                self._apply(weights)
-            else:
-                self._pending = weights
-                self._changed.notify_all()
+            self._apply(weights)
 
-    def _apply(self, weights: FlatWeights) -> bool:
+    def _apply(self, weights: FlatWeights) -> None:
         """Load `weights` into the policy; the caller holds the lock. Weights the policy cannot take count as not
         received: the version in use stays, and a resend of theirs is assembled again."""
         try:
@@ -182,10 +143,9 @@ class WeightSubscriber:
                 "apply",
                 f"weights: could not apply weights of policy {self.policy_id!r} version {weights.version}: {exc}",
             )
-            return False
+            return
         self._changed.notify_all()
         _log.info("policy %r now acts with weights version %d", self.policy_id, weights.version)
-        return True
 
 
 def _cause(exc: WeightSyncError) -> str:

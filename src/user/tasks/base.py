@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from user.config import setting
 from user.robots.base import ArmState
+from user.robots.safety import SafetyConfig
 
 Vec = npt.NDArray[np.float64]
 
@@ -71,6 +72,11 @@ class ActionScale:
 
     translation_m: float = setting(0.02, "target move per unit of dx/dy/dz, m per step", min=1e-6)
     rotation_rad: float = setting(0.1, "target rotation per unit of droll/dpitch/dyaw, rad per step", min=1e-6)
+
+    @classmethod
+    def of(cls, safety: SafetyConfig) -> ActionScale:
+        """The scale of an arm whose action limits are `safety` (its target moves for an action of 1)."""
+        return cls(safety.max_translation_per_step_m, safety.max_rotation_per_step_rad)
 
 
 @dataclass(frozen=True)

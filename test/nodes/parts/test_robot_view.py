@@ -155,6 +155,8 @@ def test_robot_diagnostics_report_stepping_a_dead_camera_and_the_e_stop(
         assert wait_until(lambda: by_name()[f"{robot}: robot"].message == "stepping", 30.0), by_name()
         assert wait_until(lambda: by_name()[f"{robot}: camera wrist"].message == "alive", 10.0), by_name()
         assert by_name()[f"{node.name}: node"].level == OK
+        assert by_name()[f"{robot}: robot"].values["interventions_received"] == 0  # the expert only acts
+        assert set(by_name()[f"{robot}: camera wrist"].values) == {"images"}  # a simulated camera: no device health
         node.robot.cameras.submit = lambda *args: None  # type: ignore[attr-defined]  # the renderer gets no new state: frames go stale
         wrist = f"{robot}: camera wrist"
         assert wait_until(lambda: by_name()[wrist].level == ERROR, 10.0), by_name()[wrist]

@@ -21,16 +21,21 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from user.bus.base import BEST_EFFORT, LATCHED, RELIABLE
 from user.interfaces.stamps import header, to_time
+from user.robot_loop.camera_rig import CameraRig
 from user.robot_loop.control_loop import TickResult
+from user.robot_loop.gate import ActionGate
 from user.robots.base import ArmState
 from user.runtime.diagnostics import ERROR, OK, WARN, Status
 from user.runtime.node import Node, TypedPublisher
+
+if TYPE_CHECKING:  # user.cameras imports OpenCV: loaded only when a real driver has cameras
+    from user.cameras.latest import CameraHealth
 
 _log = logging.getLogger(__name__)
 
@@ -51,9 +56,13 @@ class RobotView:
         cameras: tuple[str, ...],
         clock_topic: str,
         *,
+        gate: ActionGate,
+        rig: CameraRig | None = None,
         world_position: tuple[float, float, float] = (0.0, 0.0, 0.0),
     ) -> None:
         self.node, self.robot, self.codec = node, robot, node.codec
+        self.gate = gate  # what the robot was sent: its interventions counted in the diagnostics
+        self.rig = rig  # a real driver's cameras: their health (frames, drops, errors, dead) in the diagnostics
         self.world_position = np.asarray(world_position, dtype=np.float64)
         self._started = time.monotonic()
         self._first_step: float | None = None  # monotonic time of the first published step
@@ -101,11 +110,6 @@ class RobotView:
         self._publish_description()
         node.create_timer(DESCRIPTION_PERIOD_S, self._publish_description)
 
-    @property
-    def frame_names(self) -> dict[str, str]:
-        """Camera -> the frame its images are in."""
-        return {cam: self._camera_frame(cam) for cam in self._images}
-
     def clock_ns(self) -> int:
         """The robot's clock: simulation time for a simulated arm, else the wall clock."""
         if self.sim is not None:
@@ -151,9 +155,14 @@ class RobotView:
             self._markers.publish(self.marker_builder.markers(result, stamp))
 
     def diagnostics(self) -> list[Status]:
-        """The arm (e-stop, holding, stepping) and each camera (images arriving or not), for `/diagnostics`."""
+        """The arm (e-stop, holding, stepping, interventions received) and each camera (images arriving or not; a
+        real camera's own health too), for `/diagnostics`."""
         rid, now = self.robot.descriptor.robot_id, time.monotonic()
-        values = {"steps": self._steps, "held_steps": self._held_steps}
+        values = {
+            "steps": self._steps,
+            "held_steps": self._held_steps,
+            "interventions_received": self.gate.interventions_received,
+        }
         if getattr(self.robot, "estopped", False):
             arm = Status(f"{rid}: robot", ERROR, f"e-stop latched: {self.robot.estop_reason}", values, rid)
         elif self._last_step is None or now - self._last_step > STEP_STALE_S:
@@ -165,10 +174,13 @@ class RobotView:
             arm = Status(f"{rid}: robot", WARN, "holding (no fresh action, or a safety limit)", values, rid)
         else:
             arm = Status(f"{rid}: robot", OK, "stepping", values, rid)
-        return [arm, *(self._camera_status(rid, cam, now) for cam in self._camera_images)]
+        health = self.rig.health() if self.rig is not None else {}
+        return [arm, *(self._camera_status(rid, cam, now, health.get(cam)) for cam in self._camera_images)]
 
-    def _camera_status(self, rid: str, camera: str, now: float) -> Status:
-        name, values = f"{rid}: camera {camera}", {"images": self._camera_images[camera]}
+    def _camera_status(self, rid: str, camera: str, now: float, health: CameraHealth | None) -> Status:
+        name, values = f"{rid}: camera {camera}", {"images": self._camera_images[camera], **_health_values(health)}
+        if health is not None and health.dead:
+            return Status(name, ERROR, f"dead: {health.dead_reason}", values, camera)
         seen = self._camera_seen.get(camera)
         if seen is None:
             if self._first_step is None or now - self._first_step <= CAMERA_STALE_S:
@@ -267,6 +279,21 @@ class RobotView:
                 x_offset=0, y_offset=0, height=0, width=0, do_rectify=False
             ),
         )
+
+
+def _health_values(health: CameraHealth | None) -> dict[str, Any]:
+    """A real camera's counters (`Camera.health`), for the diagnostics' values; none for a simulated camera."""
+    if health is None:
+        return {}
+    return {
+        "frames": health.frames,
+        "dropped": health.dropped,
+        "overwritten": health.overwritten,
+        "errors": health.errors,
+        "last_error": health.last_error,
+        "rate_hz": health.measured_rate_hz,
+        "age_s": "" if health.age_s is None else health.age_s,
+    }
 
 
 def _sim_of(robot: Any) -> Any:
