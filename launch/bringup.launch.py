@@ -78,6 +78,7 @@ def _start(spec: RosNodeLaunch, life: NodeLife) -> list:
     )
 
     def started(context):
+        spec.starting()
         life.started(time.monotonic())
 
     def check_started(context):

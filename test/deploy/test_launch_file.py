@@ -133,6 +133,12 @@ def test_the_launch_file_records_how_a_node_ended_when_the_node_could_not(tmp_pa
     write_status("failed", "RuntimeError: boom", talker.status_file)  # what the node wrote is kept
     assert talker.exited(1) == "RuntimeError: boom"
     assert read_status(talker.status_file) == NodeStatus("failed", "RuntimeError: boom")
+    talker.starting()  # a respawn killed before it wrote a status: no reason left over from the start before
+    assert talker.exited(-9) == ""
+    assert read_status(talker.status_file) == NodeStatus("failed", "ended by signal SIGKILL")
+    talker.starting()
+    assert read_status(talker.status_file) is None
+    talker.starting()  # nothing left to remove: no error
 
 
 def test_a_non_utf8_deployment_fails_the_launch_in_one_line(tmp_path: Path) -> None:

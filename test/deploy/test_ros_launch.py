@@ -112,7 +112,10 @@ def test_a_node_is_respawned_up_to_its_limit(tmp_path: Path) -> None:
             time.sleep(0.2)
         second = run.pids().get("user_node-3")
         assert second and second != first, run.output()
-        assert run.wait_for(r"talker.*running", 30.0)
+        deadline = time.monotonic() + 30.0  # the second talker's own "running" line, not the first's
+        while len(re.findall(r"node talker \(talker\) running", run.output())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(re.findall(r"node talker \(talker\) running", run.output())) == 2, run.output()
         os.kill(second, signal.SIGKILL)
         gone = r"talker exited with signal SIGKILL; not respawned \(gave up after 1 respawns\); it is optional"
         assert run.wait_for(gone, 20.0), run.output()

@@ -11,6 +11,7 @@ exited and whether it reported running within its start deadline; when a node co
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,12 @@ class RosNodeLaunch:
     def start_check_s(self) -> float:
         """When (seconds after the node's start) the launch file checks that it reported running."""
         return self.launch.start_timeout_s + START_CHECK_MARGIN_S
+
+    def starting(self) -> None:
+        """Before each start (a respawn too): a status left by an earlier start says nothing about this one (its
+        recorded exit would read as the reason of a start killed before it wrote its own status)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.status_file.unlink()
 
     def exit_reason(self) -> str:
         """The one-line reason the node wrote for its failure (or for completing the run), or ''."""
