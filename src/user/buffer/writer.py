@@ -177,8 +177,10 @@ class EpisodeWriter(EpisodeCommitter):
         return self._finish(robot)
 
     def pending_steps(self) -> dict[str, int]:
-        """Steps received of each robot's unfinished episode."""
-        return {robot: len(p.transitions) for robot, p in self._pending.items()}
+        """Steps received of each robot's unfinished episode. Read from another thread (the learner's
+        /diagnostics) while `add` runs: the items are copied in one step (`list` of a dict is atomic under the
+        GIL), so a robot starting or ending an episode meanwhile cannot break the iteration."""
+        return {robot: len(p.transitions) for robot, p in list(self._pending.items())}
 
     def _drop(self, robot: str, reason: str) -> None:
         pending = self._pending.pop(robot)
