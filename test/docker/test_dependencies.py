@@ -146,7 +146,8 @@ def problems_guide(root: Path) -> list[str]:
     text = (root / "docs/robot_site.md").read_text().replace("\\\n", " ")
     skipped = arg_defaults(root / "docker/Dockerfile.ros").get("ROSDEP_SKIP_KEYS", "")
     found = []
-    rosdep = [shlex.split(line) for line in text.splitlines() if line.startswith("rosdep install --from-paths")]
+    # every rosdep line, the real-hardware one (`USER_REAL_HARDWARE=1 rosdep install ...`) and prose ones included
+    rosdep = [shlex.split(line.strip("`")) for line in text.splitlines() if "rosdep install --from-paths" in line]
     if not rosdep or any(option_values(r, "--skip-keys") != [skipped] for r in rosdep):
         found.append(f"docs/robot_site.md: rosdep install must skip the keys Dockerfile.ros skips ({skipped})")
     pip = [line for line in text.splitlines() if line.startswith("python3 -m pip install") and HUMBLE_PINS in line]

@@ -207,7 +207,7 @@ class _FakeInputDevice:
 def fake_evdev(monkeypatch: pytest.MonkeyPatch) -> type[_FakeInputDevice]:
     module = types.ModuleType("evdev")
     module.InputDevice = _FakeInputDevice  # type: ignore[attr-defined]
-    module.ecodes = types.SimpleNamespace(EV_KEY=1, KEY={})  # type: ignore[attr-defined]
+    module.ecodes = types.SimpleNamespace(EV_KEY=1, KEY={}, BTN={}, keys={})  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "evdev", module)
     monkeypatch.setattr(_FakeInputDevice, "opened", [])
     return _FakeInputDevice

@@ -58,7 +58,11 @@ opened: list[_FakeInputDevice] = []
 def fake_evdev(monkeypatch: pytest.MonkeyPatch) -> Callable[[], _FakeInputDevice]:
     module = types.ModuleType("evdev")
     module.InputDevice = _FakeInputDevice  # type: ignore[attr-defined]
-    module.ecodes = types.SimpleNamespace(EV_SYN=0, EV_KEY=1, KEY={30: "KEY_A", 48: "KEY_B"})  # type: ignore[attr-defined]
+    # python-evdev's ecodes (src/evdev/ecodes_runtime.py): KEY holds only KEY_* names, BTN only BTN_* names (a
+    # code with several names as a tuple, sorted), and `keys` both: what EV_KEY events carry.
+    key = {30: "KEY_A", 48: "KEY_B"}
+    btn = {256: ("BTN_0", "BTN_MISC"), 272: ("BTN_LEFT", "BTN_MOUSE")}
+    module.ecodes = types.SimpleNamespace(EV_SYN=0, EV_KEY=1, KEY=key, BTN=btn, keys={**btn, **key})  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "evdev", module)
     monkeypatch.setattr(_FakeInputDevice, "busy", False)
     opened.clear()
@@ -105,6 +109,16 @@ def test_only_key_downs_are_presses(fake_evdev: Callable[[], _FakeInputDevice]) 
             PedalPress("KEY_99", 102_000_000_000),
         ]
         assert pedal.poll() == []
+    finally:
+        pedal.close()
+
+
+def test_button_codes_get_their_btn_names(fake_evdev: Callable[[], _FakeInputDevice]) -> None:
+    """Pedals that report buttons (BTN_0.., BTN_LEFT) instead of keys are named as evtest names them."""
+    pedal = EvdevPedal("/dev/input/fake0")
+    fake_evdev().events = [_Event(1, 256, 1, 10.0), _Event(1, 272, 1, 11.0)]
+    try:
+        assert [p.key for p in pedal.poll()] == ["BTN_0", "BTN_LEFT"]
     finally:
         pedal.close()
 

@@ -72,7 +72,9 @@ class EvdevPedal:
                 presses.append(PedalPress(self._key(event.code), self._stamp_ns(event)))
 
     def _key(self, code: int) -> str:
-        name = self._ecodes.KEY.get(code)
+        """The code's name as evtest prints it: `ecodes.keys` holds KEY_* and BTN_* names alike (pedals that report
+        buttons send BTN_0.., BTN_LEFT), python-evdev's src/evdev/ecodes_runtime.py."""
+        name = self._ecodes.keys.get(code)
         if isinstance(name, list | tuple):  # codes with several names: the first
             name = name[0] if name else None
         return str(name) if name else f"KEY_{code}"
