@@ -1,0 +1,68 @@
+"""`RanksConfig`: how many learner processes (ranks) train together, and the torchrun command that starts them.
+
+A learner with `ranks` absent or at one process on one machine is today's single process. Anything more is
+started by torchrun (`python -m torch.distributed.run`, elastic, c10d rendezvous): `processes_per_machine`
+ranks on each of `machines` machines, meeting at `rendezvous` (host:port on the first machine). torchrun
+restarts the whole group up to `max_restarts` times when a rank fails; every rank then resumes from the last
+checkpoint. A machine other than the first joins by running the same command without `USER_LEARNER_HOME` set.
+
+The c10d rendezvous numbers the machines in the order of their names, so the rank that talks on the Bus is not
+always rank 0: it is the first rank on the home machine (the one `user bringup` or `ros2 launch` started, marked by
+`HOME_ENV`), found by the group when it forms (`user.distributed.group`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from user.config.strict import ConfigError, setting
+
+BACKENDS = ("auto", "nccl", "gloo")
+HOME_ENV = "USER_LEARNER_HOME"  # set to 1 in the environment of the home machine's torchrun, absent elsewhere
+
+
+@dataclass(frozen=True)
+class RanksConfig:
+    """The learner's ranks: processes per machine, machines, where they meet, how they talk, how often to restart."""
+
+    processes_per_machine: int = setting(1, "learner ranks on each machine (one per GPU on a GPU machine)", min=1)
+    machines: int = setting(1, "machines the learner spans; each runs the same command with its machine rank", min=1)
+    rendezvous: str = setting(
+        "127.0.0.1:29400", "host:port of torchrun's c10d rendezvous, on the first machine (reachable from the others)"
+    )
+    backend: str = setting(
+        "auto", "collective backend: auto (nccl on GPUs, gloo on CPUs), nccl or gloo", choices=BACKENDS
+    )
+    max_restarts: int = setting(3, "times torchrun restarts the whole group after a rank fails", min=0)
+    collective_timeout_s: float = setting(
+        120.0, "a collective that has not completed after this long fails its rank (never a hang), s", min=1.0
+    )
+    run_id: str = setting("user-learner", "rendezvous id: the ranks of one learner share it, another learner must not")
+
+    def __post_init__(self) -> None:
+        host, sep, port = self.rendezvous.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"ranks.rendezvous: {self.rendezvous!r} is not host:port (e.g. 10.0.0.5:29400)")
+
+    @property
+    def world_size(self) -> int:
+        return self.processes_per_machine * self.machines
+
+    @property
+    def distributed(self) -> bool:
+        """True when the learner runs as more than one rank (under torchrun)."""
+        return self.world_size > 1
+
+
+def torchrun_command(config: RanksConfig, target: Sequence[str], python: str = sys.executable) -> list[str]:
+    """The torchrun command line that starts this machine's ranks of `target` (a module and its arguments, run
+    with `python -m`). Every machine runs the same command; the home machine also sets `HOME_ENV=1`."""
+    if not target:
+        raise ConfigError("torchrun needs a module to run")
+    command = [python, "-m", "torch.distributed.run"]
+    command += [f"--nnodes={config.machines}", f"--nproc-per-node={config.processes_per_machine}"]
+    command += ["--rdzv-backend=c10d", f"--rdzv-endpoint={config.rendezvous}", f"--rdzv-id={config.run_id}"]
+    command += [f"--max-restarts={config.max_restarts}", "--module"]
+    return command + list(target)

@@ -1,0 +1,45 @@
+"""A rank under torchrun for test_batch_share: the lead draws a global batch of known rows (decoded and compressed
+images, bools, names), every rank receives its share and writes it to OUT_DIR/rank<N>.npz for the test to read."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from test.buffer.factories import transition
+from user.buffer.batch import TransitionBatch, collate
+from user.distributed.batch_share import share_batch
+from user.distributed.group import RankEnv, close_group, open_group
+from user.distributed.ranks import RanksConfig
+
+GLOBAL_ROWS = 8
+
+
+def global_batch(decode: bool) -> TransitionBatch:
+    rows = [transition("r0", 3, step, GLOBAL_ROWS, success=True) for step in range(GLOBAL_ROWS)]
+    return collate(rows, np.arange(100, 100 + GLOBAL_ROWS, dtype=np.int64), decode_images=decode)
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    group = open_group(RanksConfig(collective_timeout_s=60.0), RankEnv.from_environ())
+    try:
+        saved: dict[str, np.ndarray] = {"lead": np.array(group.lead)}
+        for decode in (True, False):
+            share = share_batch(group, global_batch(decode) if group.is_lead else None)
+            tag = "decoded" if decode else "compressed"
+            saved[f"{tag}_indices"] = share.indices
+            saved[f"{tag}_state"] = share.state
+            saved[f"{tag}_terminated"] = share.terminated
+            saved[f"{tag}_names"] = np.array(share.state_names)
+            for camera, pixels in share.images.items():
+                saved[f"{tag}_image_{camera}"] = pixels if decode else np.array([len(b) for b in pixels])
+        np.savez(out / f"rank{group.env.rank}.npz", **saved)
+    finally:
+        close_group()
+
+
+if __name__ == "__main__":
+    main()
