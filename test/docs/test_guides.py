@@ -35,6 +35,7 @@ pytestmark = pytest.mark.timeout(240)
 GUIDES = ("franka_libfranka.md", "franka_ros2.md", "arx.md", "realsense.md", "spacemouse.md", "pedal.md")
 OTHER_PAGES = ("robot_site.md",)  # written elsewhere; listed in the index, not checked here
 YAML_LANGS = ("yaml", "yml")
+ROS2_PARAMS = "ros2-params"  # a YAML block of another package's ROS 2 parameter file, not a node of ours
 SUBSCRIBE_TIMEOUT_S = 20.0  # a background `user topic echo` until it listens (it discovers the type first)
 
 
@@ -126,11 +127,29 @@ def check_yaml(text: str, where: str) -> int:
     return len(entries)
 
 
+def check_ros2_params(text: str, where: str) -> int:
+    """A `yaml ros2-params` snippet (another package's parameter file): node -> {ros__parameters: mapping}."""
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict) or not data:
+        raise AssertionError(f"{where}: a ros2-params snippet must map node names to their parameters")
+    for node, params in data.items():
+        if not isinstance(params, dict) or set(params) != {"ros__parameters"} or not params["ros__parameters"]:
+            raise AssertionError(f"{where}: {node}: a ros2-params entry holds exactly `ros__parameters:` (a mapping)")
+    return len(data)
+
+
 def test_every_yaml_snippet_is_valid_settings_of_its_node_kind() -> None:
     snippets = [block for block in all_blocks() if block.lang in YAML_LANGS]
     assert len(snippets) >= 10
     for block in snippets:
-        assert check_yaml(block.text, block.where) >= 1
+        check = check_ros2_params if ROS2_PARAMS in block.flags else check_yaml
+        assert check(block.text, block.where) >= 1
+
+
+def test_a_ros2_params_snippet_is_checked_for_its_shape() -> None:
+    assert check_ros2_params("ctrl:\n  ros__parameters:\n    gain: 1.0\n", "x.md:1") == 1
+    with pytest.raises(AssertionError, match="exactly `ros__parameters:`"):
+        check_ros2_params("ctrl:\n  ros_parameters:\n    gain: 1.0\n", "x.md:1")
 
 
 def test_a_wrong_yaml_snippet_fails_the_check() -> None:

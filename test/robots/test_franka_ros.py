@@ -4,14 +4,17 @@ message types.
 
 The stand-in is a test double on its own bus: it publishes what franka_ros2's broadcasters publish (TCP pose,
 joint states in its own order, external wrench, finger joints) with their default QoS (reliable), records
-every equilibrium pose it receives, and moves its "arm" halfway to the latest equilibrium every 10 ms.
+every target pose it receives on the topic of crisp_controllers' Cartesian impedance controller, and moves
+its "arm" halfway to the latest target every 10 ms.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,17 +26,15 @@ from user.bus.base import BEST_EFFORT, Bus
 from user.config import ConfigError, describe_settings, from_mapping
 from user.interfaces.stamps import header
 from user.robots import rotations as rot
-from user.robots.franka_ros import (
+from user.robots.franka_ros import FrankaRosRobot, pose_msg, pose_vector
+from user.robots.franka_ros_config import (
     FLOAT64,
     JOINT_STATE,
     POSE_STAMPED,
     WRENCH_STAMPED,
     FrankaRosConfig,
-    FrankaRosRobot,
     FrankaRosStateError,
     FrankaRosTimeoutError,
-    pose_msg,
-    pose_vector,
 )
 from user.robots.safety import SafetyConfig
 from user.runtime.node import Node
@@ -47,13 +48,27 @@ WRENCH = np.array([1.0, -2.0, 3.0, 0.1, -0.2, 0.3])
 FINGER_M = 0.03  # each finger: the hand is 6 cm open = 0.75 of 8 cm
 STEP_M = 0.02
 RATE_HZ = 20.0
+# crisp_controllers src/cartesian_controller.cpp (v1.0.0): the controller subscribes to the relative name
+# "target_pose" (PoseStamped, QoS(1)), i.e. /<controller name>/target_pose; crisp_controllers_demos'
+# config/fr3/controllers.yaml loads it as "cartesian_impedance_controller". Written out here, not taken from
+# the driver's defaults: the stand-in follows upstream, the driver has to match it.
+CRISP_TARGET_TOPIC = "/cartesian_impedance_controller/target_pose"
+RECOVERY_COMMAND = "ros2 action send_goal /action_server/error_recovery franka_msgs/action/ErrorRecovery {}"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "franka_ros2.md"
 
 
 class Franka2StandIn(Node):
-    """franka_ros2 as seen from the Bus: broadcasters out, the impedance controller's equilibrium pose in."""
+    """franka_ros2 as seen from the Bus: broadcasters out, the Cartesian impedance controller's target in.
 
-    def __init__(self, bus: Bus, prefix: str) -> None:
+    franka_ros2's error recovery is an action (franka_hardware src/franka_action_server.cpp: node
+    "action_server", action "~/error_recovery", franka_msgs/action/ErrorRecovery with an empty goal). The
+    Bus carries no actions, so the stand-in serves none; `reflex()` and `recover()` play what the arm and
+    that action do to the topics the driver reads."""
+
+    def __init__(self, bus: Bus, prefix: str, *, pose_jitter_m: float = 0.0) -> None:
         super().__init__(bus)
+        self.pose_jitter_m = pose_jitter_m  # measured O_T_EE noise: alternating +/- per published pose
+        self.published = 0
         self.pose = START.copy()
         self.equilibrium: npt.NDArray[np.float64] | None = None
         self.targets: list[npt.NDArray[np.float64]] = []
@@ -63,9 +78,20 @@ class Franka2StandIn(Node):
         self.joint_pub = self.create_publisher(prefix + DEFAULTS.joint_states_topic, JOINT_STATE)
         self.wrench_pub = self.create_publisher(prefix + DEFAULTS.wrench_topic, WRENCH_STAMPED)
         self.finger_pub = self.create_publisher(prefix + DEFAULTS.gripper_joint_states_topic, JOINT_STATE, BEST_EFFORT)
-        self.create_subscription(prefix + DEFAULTS.target_topic, POSE_STAMPED, self.on_target)
+        self.create_subscription(prefix + CRISP_TARGET_TOPIC, POSE_STAMPED, self.on_target)
         self.create_subscription(f"{prefix}/gripper/width", FLOAT64, lambda m: self.widths.append(float(m.data)))
+        self.stopped = False
         self.timer = self.create_timer(0.01, self.tick)
+
+    def reflex(self) -> None:
+        """A reflex under franka_ros2 (humble branch franka_hardware src/franka_hardware_interface.cpp read():
+        libfranka's ControlException is logged, the robot stopped and read() returns ERROR; the controller
+        manager then deactivates the controllers on that hardware, so the broadcasters fall silent)."""
+        self.stopped = True
+
+    def recover(self) -> None:
+        """The operator ran the error recovery action and re-activated the controllers: state flows again."""
+        self.stopped = False
 
     def on_target(self, msg: Any) -> None:
         self.equilibrium = pose_vector(msg.pose)
@@ -73,11 +99,16 @@ class Franka2StandIn(Node):
         self.frames.append(str(msg.header.frame_id))
 
     def tick(self) -> None:
+        if self.stopped:
+            return
         if self.equilibrium is not None:
             self.pose[:3] += 0.5 * (self.equilibrium[:3] - self.pose[:3])
             self.pose[3:] = self.equilibrium[3:]
         codec, stamp = self.codec, header(time.time_ns(), "fr3_link0", self.codec)
-        self.pose_pub.publish(codec.msg_class(POSE_STAMPED)(header=stamp, pose=pose_msg(self.pose, codec)))
+        measured = self.pose.copy()
+        measured[0] += self.pose_jitter_m * (-1) ** self.published
+        self.published += 1
+        self.pose_pub.publish(codec.msg_class(POSE_STAMPED)(header=stamp, pose=pose_msg(measured, codec)))
         names = [*reversed(JOINTS), "fr3_finger_joint1"]  # not in 1..7 order, and with an extra joint
         positions = np.array([JOINTS.get(n, FINGER_M) for n in names])
         joint_state = codec.msg_class(JOINT_STATE)
@@ -100,7 +131,7 @@ class Franka2StandIn(Node):
 
 def ros_config(prefix: str, **overrides: Any) -> FrankaRosConfig:
     values: dict[str, Any] = {
-        "target_topic": prefix + DEFAULTS.target_topic,
+        "target_topic": prefix + DEFAULTS.target_topic,  # the default must be where the controller listens
         "pose_topic": prefix + DEFAULTS.pose_topic,
         "joint_states_topic": prefix + DEFAULTS.joint_states_topic,
         "wrench_topic": prefix + DEFAULTS.wrench_topic,
@@ -245,3 +276,68 @@ def test_config_is_strict_and_every_setting_is_described() -> None:
     with pytest.raises(ConfigError, match="pose_topic is required"):
         from_mapping(FrankaRosConfig, {"pose_topic": ""}, where="a.yaml")
     assert all(doc for _, _, _, doc in describe_settings(FrankaRosConfig))
+
+
+# ---- issue 33 --------------------------------------------------------------------------------------------
+
+
+def test_default_targets_reach_the_cartesian_impedance_controller(
+    robot: FrankaRosRobot, standin: Franka2StandIn
+) -> None:
+    """No upstream controller listens on /equilibrium_pose; crisp_controllers' CartesianController does on
+    /cartesian_impedance_controller/target_pose, and the default target topic is that one."""
+    assert DEFAULTS.target_topic == CRISP_TARGET_TOPIC
+    robot.reset()
+    robot.step(act(1.0))
+    assert wait_until(received(standin, robot.target_pose), 5.0)
+
+
+def test_a_franka_ros2_stop_names_the_error_recovery_action(robot: FrankaRosRobot, standin: Franka2StandIn) -> None:
+    robot.reset()
+    standin.reflex()
+    with pytest.raises(FrankaRosStateError) as stopped:
+        assert wait_until(lambda: robot.step(act(1.0)).held, 5.0)
+    assert RECOVERY_COMMAND in str(stopped.value)
+    assert robot.estopped
+    with pytest.raises(FrankaRosStateError, match=re.escape(RECOVERY_COMMAND)):
+        robot.clear_estop()  # still stopped: clearing tells the operator again what recovers the arm
+    standin.recover()
+    assert wait_until(lambda: publishing(robot), 5.0)
+    robot.clear_estop()
+    assert not robot.estopped
+    robot.reset()
+
+
+def publishing(robot: FrankaRosRobot) -> bool:
+    try:
+        robot.state()
+    except FrankaRosStateError:
+        return False
+    return True
+
+
+def test_tcp_velocity_is_not_a_difference_of_two_noisy_poses(make_bus: MakeBus, topic: str) -> None:
+    """A resting arm whose measured pose jitters by +/-0.5 mm: differencing consecutive poses reads
+    0.1 m/s and more; over the control period it stays near zero."""
+    Franka2StandIn(make_bus("franka_ros2_standin"), topic, pose_jitter_m=0.0005)
+    arm = FrankaRosRobot(Node(make_bus("franka_robot")), ros_config(topic))
+    arm.connect()
+    try:
+        arm.reset()
+        speeds = [float(np.linalg.norm(arm.step(act()).state.tcp_velocity[:3])) for _ in range(20)]
+    finally:
+        arm.close()
+    assert max(speeds) < 0.04, speeds
+
+
+def test_the_guide_launches_franka_ros2_with_the_arguments_each_release_requires() -> None:
+    """franka_bringup launch/franka.launch.py declares arm_id without a default in 1.x and 2.0-2.1 and
+    robot_type (default '') from 2.2; load_gripper defaults to false from 2.0."""
+    text = GUIDE.read_text()
+    launches = re.findall(r"^ros2 launch franka_bringup franka\.launch\.py.*$", text, flags=re.MULTILINE)
+    assert launches, "the guide gives no franka_bringup launch line"
+    for line in launches:
+        assert "arm_id:=fr3" in line or "robot_type:=fr3" in line, line
+    assert any("robot_type:=fr3" in line and "load_gripper:=true" in line for line in launches)
+    assert any("arm_id:=fr3" in line and "load_gripper" not in line for line in launches)
+    assert RECOVERY_COMMAND in text

@@ -26,7 +26,7 @@ from user.robot_loop.scoring import ExternalScorer, GymScorer, RuleScorer, Score
 from user.robots.arx_sdk import ArxSdkConfig
 from user.robots.base import Robot
 from user.robots.franka_libfranka_config import FrankaLibfrankaConfig
-from user.robots.franka_ros import FrankaRosConfig
+from user.robots.franka_ros_config import FrankaRosConfig
 from user.robots.gym_robot import GymRobot
 from user.sim import SimArxRobot, SimCameraConfig, SimFrankaRobot, SimRobotConfig
 from user.sim.robot import arx_config

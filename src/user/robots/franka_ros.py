@@ -7,37 +7,41 @@ our typestore (Humble's standard types only), so the state comes from its standa
 
 Topics (every one a setting; defaults are franka_ros2's names, remap where a site differs):
 
-- `target_topic` (out) `/equilibrium_pose`, geometry_msgs/msg/PoseStamped in `base_frame`: the equilibrium
-  pose of a topic-driven Cartesian impedance controller, the convention of franka_ros's
-  `cartesian_impedance_example_controller` (relative subscription `equilibrium_pose`, depth 20, so
-  `/equilibrium_pose` for a controller in the root namespace). franka_ros2 for Humble ships no such
-  controller in its examples: the site deploys one (or remaps this to its own controller's topic).
+- `target_topic` (out) `/cartesian_impedance_controller/target_pose`, geometry_msgs/msg/PoseStamped: the
+  target of crisp_controllers' `crisp_controllers/CartesianController` (utiasDSL/crisp_controllers,
+  src/cartesian_controller.cpp: relative subscription `target_pose`, QoS(1); the pose is read in the
+  controller's `base_frame` parameter, the header's frame is not looked at) loaded as
+  `cartesian_impedance_controller`. franka_ros2 (1.x and 2.x) ships no controller that follows a pose topic;
+  docs/franka_ros2.md says how to load this one (or remap to a site's own controller).
 - `pose_topic` `/franka_robot_state_broadcaster/current_pose`, geometry_msgs/msg/PoseStamped: O_T_EE from
-  `franka_robot_state_broadcaster`, base frame.
-- `joint_states_topic` `/joint_states`, sensor_msgs/msg/JointState: `joint_state_broadcaster`, joints
-  `<arm_id>_joint1..7` (the state broadcaster's `~/measured_joint_states` carries the same).
+  `franka_robot_state_broadcaster` at 1 kHz, base frame. Kept as CDR bytes on arrival, decoded on read
+  (`franka_ros_velocity`).
+- `joint_states_topic` `/joint_states`, sensor_msgs/msg/JointState: franka_bringup's joint_state_publisher
+  (30 Hz, arm and fingers), joints `<arm_id>_joint1..7`.
 - `wrench_topic` `/franka_robot_state_broadcaster/external_wrench_in_base_frame`,
-  geometry_msgs/msg/WrenchStamped: O_F_ext_hat_K (older releases name it
-  `.../external_wrench_in_stiffness_frame_expressed_in_base_frame`); "" = none.
-- `gripper_joint_states_topic` `/franka_gripper/joint_states`, sensor_msgs/msg/JointState: the
-  `franka_gripper` node, two fingers of width / 2 each; "" = none.
+  geometry_msgs/msg/WrenchStamped: O_F_ext_hat_K at 1 kHz, kept as bytes like the pose; "" = none.
+- `gripper_joint_states_topic` `/franka_gripper/joint_states`, sensor_msgs/msg/JointState: the gripper node
+  (2.x; 1.x names it `<arm_id>_gripper`), two fingers of width / 2 each; "" = none.
 - `gripper_command_topic` (out) "", std_msgs/msg/Float64: the target width in m. franka_gripper takes only
   actions (`move`, `grasp`, `gripper_action`), which the Bus does not carry: a relay node must turn this into
   a goal; "" = the gripper is not commanded.
 
 State is read from the latest messages; a pose or joint state older than `state_timeout_s` (receive time) is
-a `FrankaRosStateError`, which latches the e-stop. `reset()` does not move the arm: it holds where the arm
-is (position it with franka_ros2's `move_to_start_example_controller`). TCP velocity is the finite
-difference of the last two poses (franka_ros2 publishes only the desired twist).
+a `FrankaRosStateError`, which latches the e-stop. franka_ros2 stops its broadcasters after a reflex (its
+hardware interface returns an error and the controller manager deactivates the controllers), and only its
+error recovery action (`recovery_action`, franka_msgs/action/ErrorRecovery) clears the arm: the Bus carries
+no actions, so the error names the `ros2 action send_goal` command for the operator, and `clear_estop()`
+refuses (with the same text) until the state flows again. `reset()` does not move the arm: it holds where the
+arm is. TCP velocity is the finite difference of the pose over the control period (franka_ros2 publishes
+only the desired twist and no Jacobian).
 
 Drive `step` from a thread that is not a callback of this node's bus, or set `pace: false` and call it from
 the node's control timer: state arrives through the bus's callbacks, which cannot run while a callback of the
-same bus sleeps.
+same bus sleeps. The settings and typed errors are `user.robots.franka_ros_config`.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -48,69 +52,24 @@ import numpy as np
 import numpy.typing as npt
 
 from user.bus.base import BEST_EFFORT, Handle
-from user.config import ConfigError, setting
+from user.interfaces.codec import DecodeError
 from user.interfaces.stamps import from_time, header
-from user.robots import embodiments, rotations
+from user.robots import embodiments
 from user.robots.arm import ArmRobot
-from user.robots.base import ArmState, RobotError
+from user.robots.base import ArmState
+from user.robots.franka_ros_config import (
+    FLOAT64,
+    JOINT_STATE,
+    POSE_STAMPED,
+    WRENCH_STAMPED,
+    FrankaRosConfig,
+    FrankaRosError,
+    FrankaRosStateError,
+    FrankaRosTimeoutError,
+)
+from user.robots.franka_ros_velocity import PoseWindow, RawSample, velocity
 from user.robots.pacing import DeadlinePacer
-from user.robots.safety import SafetyConfig
 from user.runtime.node import Node, TypedPublisher
-
-POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
-WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
-JOINT_STATE = "sensor_msgs/msg/JointState"
-FLOAT64 = "std_msgs/msg/Float64"
-_NS = 1e-9
-
-
-class FrankaRosError(RobotError):
-    """franka_ros2 did not provide what the driver needs; the message names the topic."""
-
-
-class FrankaRosTimeoutError(FrankaRosError):
-    """franka_ros2 did not publish its state within the deadline (not running, or topics not remapped)."""
-
-
-class FrankaRosStateError(FrankaRosError):
-    """The state franka_ros2 published is stale or unusable."""
-
-
-@dataclass(frozen=True)
-class FrankaRosConfig:
-    """A Franka arm under franka_ros2, reached over the Bus."""
-
-    robot_id: str = setting("franka", "unique robot name in the deployment")
-    site: str = setting("local", "where the robot is (hardware registry)")
-    model: str = setting("franka_fr3", "arm model announced to the registry", choices=("franka_fr3", "franka_panda"))
-    arm_id: str = setting("fr3", "prefix of the joint names, <arm_id>_joint1..7 ('panda' for a Panda)")
-    base_frame: str = setting("fr3_link0", "frame_id of the published targets (the robot base)")
-    target_topic: str = setting("/equilibrium_pose", "where the impedance controller reads its equilibrium pose")
-    pose_topic: str = setting("/franka_robot_state_broadcaster/current_pose", "measured TCP pose (PoseStamped)")
-    joint_states_topic: str = setting("/joint_states", "measured joint positions and velocities (JointState)")
-    wrench_topic: str = setting(
-        "/franka_robot_state_broadcaster/external_wrench_in_base_frame", "external wrench, base frame; '' = none"
-    )
-    gripper_joint_states_topic: str = setting("/franka_gripper/joint_states", "finger joints (JointState); '' = none")
-    gripper_command_topic: str = setting("", "target width in m (Float64) for a gripper relay; '' = not commanded")
-    gripper_max_width_m: float = setting(0.08, "opening of the fully open hand (m)", min=0.01, max=0.5)
-    gripper_deadband: float = setting(0.05, "smallest gripper target change (0..1) that is published", min=0, max=1)
-    control_rate_hz: float = setting(10.0, "rate at which step() is called (Hz)", min=1.0, max=1000.0)
-    pace: bool = setting(
-        True, "step() sleeps to keep control_rate_hz; false when a timer already calls it at that rate"
-    )
-    state_timeout_s: float = setting(0.5, "pose and joint states older than this are stale (s)", min=0.01, max=10.0)
-    connect_timeout_s: float = setting(5.0, "how long connect() waits for franka_ros2's first state (s)", min=0.1)
-    safety: SafetyConfig = setting(SafetyConfig(), "workspace box and per-step action limits")
-
-    def __post_init__(self) -> None:
-        for name in ("target_topic", "pose_topic", "joint_states_topic"):
-            if not getattr(self, name):
-                raise ConfigError(f"{name} is required")
-
-    @property
-    def joint_names(self) -> tuple[str, ...]:
-        return tuple(f"{self.arm_id}_joint{i}" for i in range(1, 8))
 
 
 @dataclass(frozen=True)
@@ -138,7 +97,8 @@ class FrankaRosRobot(ArmRobot):
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)  # notified on every received message
         self._latest: dict[str, _Sample] = {}
-        self._previous_pose: _Sample | None = None
+        self._poses = PoseWindow(1.0 / cfg.control_rate_hz)  # 1 kHz poses, kept as bytes
+        self._wrench: RawSample | None = None  # 1 kHz too: the latest, as bytes
         self._handles: list[Handle] = []
         self._target_pub: TypedPublisher | None = None
         self._gripper_pub: TypedPublisher | None = None
@@ -151,15 +111,19 @@ class FrankaRosRobot(ArmRobot):
         self._target_pub = node.create_publisher(cfg.target_topic, POSE_STAMPED)
         if cfg.gripper_command_topic:
             self._gripper_pub = node.create_publisher(cfg.gripper_command_topic, FLOAT64)
-        inputs = {
-            "pose": (cfg.pose_topic, POSE_STAMPED),
-            "joints": (cfg.joint_states_topic, JOINT_STATE),
-            "wrench": (cfg.wrench_topic, WRENCH_STAMPED),
-            "gripper": (cfg.gripper_joint_states_topic, JOINT_STATE),
-        }
-        for key, (topic, typename) in inputs.items():
-            if topic:  # sensor data: best effort matches reliable and best-effort publishers alike
-                self._handles.append(node.create_subscription(topic, typename, self._receiver(key), BEST_EFFORT))
+        # sensor data: best effort matches reliable and best-effort publishers alike
+        codec = node.codec
+        self._handles.append(
+            node.bus.create_subscription(cfg.pose_topic, codec.resolve(POSE_STAMPED), self._on_pose, BEST_EFFORT)
+        )
+        if cfg.wrench_topic:
+            wrench_type = codec.resolve(WRENCH_STAMPED)
+            self._handles.append(
+                node.bus.create_subscription(cfg.wrench_topic, wrench_type, self._on_wrench, BEST_EFFORT)
+            )
+        for key, topic in (("joints", cfg.joint_states_topic), ("gripper", cfg.gripper_joint_states_topic)):
+            if topic:
+                self._handles.append(node.create_subscription(topic, JOINT_STATE, self._receiver(key), BEST_EFFORT))
         self._await_first_state()
         self._pacer.restart()
 
@@ -170,8 +134,16 @@ class FrankaRosRobot(ArmRobot):
         self._handles, self._target_pub, self._gripper_pub = [], None, None
         with self._lock:
             self._latest.clear()
-            self._previous_pose = None
+            self._wrench = None
+        self._poses.clear()
         self._gripper_sent = None
+
+    def clear_estop(self) -> None:
+        """Release the e-stop once franka_ros2 publishes again; while its state is stale this raises
+        `FrankaRosStateError` naming the error recovery command, and the e-stop stays latched."""
+        if self.estopped and self.connected:
+            self._read_state()  # raises while franka_ros2 is stopped
+        super().clear_estop()
 
     def _reset(self, seed: int | None) -> ArmState:
         if seed is not None:
@@ -184,24 +156,29 @@ class FrankaRosRobot(ArmRobot):
 
     def _read_state(self) -> ArmState:
         cfg = self.config
+        ends = self._poses.ends()
         with self._lock:
-            latest, previous = dict(self._latest), self._previous_pose
+            latest, raw_wrench = dict(self._latest), self._wrench
+        if ends is not None:
+            latest["pose"] = self._decoded(ends[1], POSE_STAMPED)
         pose, joints = (
             self._fresh(latest, "pose", cfg.pose_topic),
             self._fresh(latest, "joints", cfg.joint_states_topic),
         )
         tcp = pose_vector(pose.msg.pose)
+        first = pose.msg if ends is None else self._decoded(ends[0], POSE_STAMPED).msg
+        tcp_velocity = velocity(first, pose.msg, pose_vector, 0.5 * self._poses.window_s)
         positions, velocities = self._arm_joints(joints.msg)
-        wrench = latest.get("wrench")
+        wrench = None if raw_wrench is None else self._decoded(raw_wrench, WRENCH_STAMPED).msg
         fingers = latest.get("gripper")
         return ArmState(
             stamp_ns=pose.stamp_ns,
             tcp_pose=tcp,
-            tcp_velocity=finite_difference(previous, pose),
+            tcp_velocity=tcp_velocity,
             joint_positions=positions,
             joint_velocities=velocities,
             gripper=self.gripper_target if fingers is None else self._opening(fingers.msg),
-            wrench=None if wrench is None else wrench_vector(wrench.msg.wrench),
+            wrench=None if wrench is None else wrench_vector(wrench.wrench),
         )
 
     def _command(self, target_pose: npt.NDArray[np.float64], gripper: float) -> None:
@@ -222,12 +199,30 @@ class FrankaRosRobot(ArmRobot):
         def receive(msg: Any) -> None:
             sample = _Sample(msg, self._clock(), from_time(msg.header.stamp))
             with self._arrived:
-                if key == "pose":
-                    self._previous_pose = self._latest.get("pose")
                 self._latest[key] = sample
                 self._arrived.notify_all()
 
         return receive
+
+    def _on_pose(self, payload: bytes) -> None:
+        """1 kHz: store the bytes; decoding waits for a read (the control rate)."""
+        self._poses.add(RawSample(self._clock(), payload))
+        if "pose" not in self._latest:  # only the first one wakes connect()
+            with self._arrived:
+                self._latest["pose"] = self._decoded(RawSample(self._clock(), payload), POSE_STAMPED)
+                self._arrived.notify_all()
+
+    def _on_wrench(self, payload: bytes) -> None:
+        sample = RawSample(self._clock(), payload)
+        with self._lock:
+            self._wrench = sample
+
+    def _decoded(self, raw: RawSample, typename: str) -> _Sample:
+        try:
+            msg = self.node.codec.decode(raw.payload, self.node.codec.resolve(typename))
+        except DecodeError as exc:
+            raise FrankaRosStateError(f"franka_ros2 sent a malformed {typename} ({exc.reason})") from exc
+        return _Sample(msg, raw.received, from_time(msg.header.stamp))
 
     def _await_first_state(self) -> None:
         cfg = self.config
@@ -251,7 +246,9 @@ class FrankaRosRobot(ArmRobot):
         if age > self.config.state_timeout_s:
             raise FrankaRosStateError(
                 f"the last message on {topic} is {age:.2f} s old (limit {self.config.state_timeout_s:.2f} s): "
-                "franka_ros2 stopped publishing or the link is down"
+                "franka_ros2 stopped publishing or the link is down. After a reflex run "
+                f"`{self.config.recovery_command}`, re-activate the controllers "
+                "(`ros2 control list_controllers`), then clear the e-stop"
             )
         return sample
 
@@ -306,17 +303,3 @@ def wrench_vector(wrench: Any) -> npt.NDArray[np.float64]:
     """(6,) force xyz + torque xyz of a geometry_msgs/msg/Wrench."""
     f, t = wrench.force, wrench.torque
     return np.array([f.x, f.y, f.z, t.x, t.y, t.z], dtype=np.float64)
-
-
-def finite_difference(previous: _Sample | None, current: _Sample) -> npt.NDArray[np.float64]:
-    """(6,) linear + angular TCP velocity between two pose messages (by their stamps); zeros when unknown."""
-    if previous is None:
-        return np.zeros(6)
-    dt = (current.stamp_ns - previous.stamp_ns) * _NS
-    if not (0.0 < dt < 1.0) or not math.isfinite(dt):
-        return np.zeros(6)
-    a, b = pose_vector(previous.msg.pose), pose_vector(current.msg.pose)
-    angular = rotations.to_rotvec(
-        rotations.multiply(rotations.normalize(b[3:]), rotations.conjugate(rotations.normalize(a[3:])))
-    )
-    return np.concatenate([(b[:3] - a[:3]) / dt, angular / dt])
