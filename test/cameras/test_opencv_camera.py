@@ -1,4 +1,5 @@
-"""`OpenCVCamera` on a video file written here with cv2.VideoWriter (this machine has no webcam)."""
+"""`OpenCVCamera` on a video file written here with cv2.VideoWriter, and on local cameras through a stand-in of
+OpenCV's V4L2 backend (this machine has no webcam)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from test.cameras.sources import config
+from test.cameras.v4l2_standin import StandInCapture, V4L2Device
 from test.conftest import wait_until
 from user.cameras import CameraOpenError, OpenCVCamera
 
@@ -79,3 +81,57 @@ def test_a_missing_device_index_fails_to_open() -> None:
     assert camera.describe_device() == "video device 57"
     with pytest.raises(CameraOpenError, match="'usb'"):
         camera.open()
+
+
+# ---------------------------------------------------------------------- local cameras, on the V4L2 stand-in
+
+
+@pytest.fixture
+def usb(monkeypatch: pytest.MonkeyPatch) -> V4L2Device:
+    """/dev/video0 as OpenCV's V4L2 backend presents it (`test.cameras.v4l2_standin`)."""
+    device = V4L2Device()
+    monkeypatch.setattr(StandInCapture, "devices", {0: device})
+    monkeypatch.setattr(StandInCapture, "refused", [])
+    monkeypatch.setattr(cv2, "VideoCapture", StandInCapture)
+    return device
+
+
+def test_a_usb_camera_by_index_opens_on_v4l2_without_ffmpeg_parameters(usb: V4L2Device) -> None:
+    """Issue 33 #8: V4L2 refuses the FFmpeg open/read timeouts, so a capture opened with them never opens."""
+    with OpenCVCamera(config("usb", driver="opencv", device="0", open_timeout_s=2.0)) as camera:
+        assert wait_until(lambda: camera.health().frames >= 3, 5.0), (camera.health(), StandInCapture.refused)
+        assert camera.latest(max_age_s=1.0).rgb.shape == (12, 16, 3)
+    assert StandInCapture.refused == [] and usb.opens == 1
+
+
+def test_an_unplugged_usb_camera_is_reopened_when_it_is_back(usb: V4L2Device) -> None:
+    """Issue 33 #9: after an unplug V4L2 reads fail for good on that capture; the camera opens a new one."""
+    cfg = config("usb", driver="opencv", device="0", rate_hz=50.0)
+    with OpenCVCamera(cfg) as camera:
+        assert wait_until(lambda: camera.health().frames >= 3, 5.0)
+        usb.unplug()
+        assert wait_until(lambda: camera.health().dead, 5.0)
+        usb.replug()
+        seen = camera.health().frames
+        assert wait_until(lambda: camera.health().frames > seen + 2 and not camera.health().dead, 10.0)
+        assert camera.latest(max_age_s=1.0).seq > seen
+    assert usb.opens >= 2
+
+
+def test_a_usb_camera_that_stays_away_is_dead_for_good(usb: V4L2Device) -> None:
+    cfg = config("usb", driver="opencv", device="0", rate_hz=50.0, reopen_timeout_s=1.0)
+    with OpenCVCamera(cfg) as camera:
+        assert wait_until(lambda: camera.health().frames >= 1, 5.0)
+        usb.unplug()
+        assert wait_until(lambda: "not back within 1 s" in camera.health().dead_reason, 10.0), camera.health()
+        assert "OpenCV cannot open video device 0" in camera.health().dead_reason
+
+
+def test_files_and_urls_go_to_ffmpeg_with_its_timeouts_and_local_cameras_to_v4l2() -> None:
+    from user.cameras.opencv import capture_args
+
+    source, backend, params = capture_args("rtsp://cam/stream", 2.0, 0.5)
+    assert (source, backend) == ("rtsp://cam/stream", cv2.CAP_FFMPEG)
+    assert params == [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, 2000, cv2.CAP_PROP_READ_TIMEOUT_MSEC, 500]
+    assert capture_args(" 2 ", 2.0, 0.5) == (2, cv2.CAP_V4L2, [])
+    assert capture_args("/dev/v4l/by-id/usb-cam-video-index0", 2.0, 0.5)[1:] == (cv2.CAP_V4L2, [])

@@ -46,7 +46,7 @@ class _Device:
 class _ColourFrame:
     def __init__(self, number: int, stamp_ms: float, domain: str) -> None:
         self.number, self.stamp_ms, self.domain = number, stamp_ms, domain
-        self.data = np.full((6, 8, 3), number, dtype=np.uint8)
+        self.data = np.full((6, 8, 3), number % 256, dtype=np.uint8)
 
     def __bool__(self) -> bool:
         return True
@@ -73,26 +73,37 @@ class _Frameset:
 
 
 class _Sensor:
-    def __init__(self, calls: dict[str, Any]) -> None:
-        self.calls = calls
+    def __init__(self, calls: dict[str, Any], kind: str) -> None:
+        self.calls, self.kind = calls, kind
 
     def supports(self, option: str) -> bool:
         return option == "global_time_enabled"
 
     def set_option(self, option: str, value: float) -> None:
-        self.calls["options"][option] = value
+        self.calls["options"][option] = (self.kind, value)
+
+
+class _ProfileDevice:
+    """`pipeline_profile.get_device()`; a D405 (`colour_sensor` False) has no RGB camera module."""
+
+    def __init__(self, calls: dict[str, Any]) -> None:
+        self.calls = calls
+
+    def first_color_sensor(self) -> _Sensor:
+        if not self.calls["colour_sensor"]:  # librealsense include/librealsense2/hpp/rs_device.hpp device::first<T>
+            raise RuntimeError("Could not find requested sensor type!")
+        return _Sensor(self.calls, "colour")
+
+    def first_depth_sensor(self) -> _Sensor:
+        return _Sensor(self.calls, "depth")
 
 
 class _Profile:
     def __init__(self, calls: dict[str, Any]) -> None:
         self.calls = calls
 
-    def get_device(self) -> Any:
-        return types.SimpleNamespace(first_color_sensor=lambda: _Sensor(self.calls))
-
-    def get_stream(self, stream: str) -> Any:
-        video = types.SimpleNamespace(width=lambda: 8, height=lambda: 6)
-        return types.SimpleNamespace(as_video_stream_profile=lambda: video)
+    def get_device(self) -> _ProfileDevice:
+        return _ProfileDevice(self.calls)
 
 
 class _Config:
@@ -107,30 +118,98 @@ class _Config:
 
 
 class _Pipeline:
+    """rs2::pipeline as librealsense src/pipeline/pipeline.cpp runs it: frames from `queue` (or, `live`, a new
+    frame every 1/30 s while the device is plugged in); after an unplug a wait times out, tries one restart,
+    and when the device is still away leaves the pipeline stopped, so later calls raise."""
+
     def __init__(self, calls: dict[str, Any], queue: list[_ColourFrame]) -> None:
         self.calls = calls
         self.queue = queue
+        self.active = False
+        self._serial = ""
+
+    def _present(self) -> bool:
+        connected = self.calls["connected"]
+        return bool(connected) and (not self._serial or self._serial in connected)
 
     def start(self, cfg: _Config) -> _Profile:
+        if self.active:
+            raise RuntimeError("start() cannot be called before stop()")
+        self._serial = self.calls.get("device", "")
+        if not self._present():  # config.cpp resolve -> device_hub.cpp wait_for_device (5 s, 3 tries upstream)
+            raise RuntimeError("No device connected")
+        self.active = True
+        self.calls["starts"] += 1
         return _Profile(self.calls)
 
-    def try_wait_for_frames(self, timeout_ms: int) -> tuple[bool, Any]:
-        if not self.queue:
-            self.calls["stopped"].wait(timeout_ms / 1000)
-            return False, None
-        return True, _Frameset(self.queue.pop(0))
-
     def stop(self) -> None:
+        if not self.active:
+            raise RuntimeError("stop() cannot be called before start()")
+        self.active = False
         self.calls["stopped"].set()
 
+    def _dequeue(self, timeout_ms: int) -> _Frameset | None:
+        if self._present():
+            if self.calls["live"]:
+                self.calls["stopped"].wait(1 / 30)  # the device's frame period
+                self.calls["number"] += 1
+                return _Frameset(_ColourFrame(self.calls["number"], 0.0, "global"))
+            if self.queue:
+                return _Frameset(self.queue.pop(0))
+        self.calls["stopped"].wait(timeout_ms / 1000)
+        return None
 
-def fake_sdk(serials: list[str], frames: list[_ColourFrame]) -> tuple[types.ModuleType, dict[str, Any]]:
-    """A module with the pyrealsense2 calls the driver makes; `calls` records what it was asked."""
-    calls: dict[str, Any] = {"options": {}, "stopped": threading.Event()}
+    def _restart(self) -> bool:
+        """pipeline.cpp: after a timeout with the device gone, unsafe_stop() then unsafe_start(); a failed start
+        leaves no active profile."""
+        self.active = False
+        try:
+            self.start(_Config(self.calls))
+        except RuntimeError:
+            return False
+        return True
+
+    def try_wait_for_frames(self, timeout_ms: int = 5000) -> tuple[bool, Any]:
+        if not self.active:
+            raise RuntimeError("try_wait_for_frames cannot be called before start()")
+        frames = self._dequeue(timeout_ms)
+        if frames is not None:
+            return True, frames
+        if not self._present():
+            self._restart()  # failure: logged at INFO upstream, and False
+        return False, None
+
+    def wait_for_frames(self, timeout_ms: int = 5000) -> Any:
+        if not self.active:
+            raise RuntimeError("wait_for_frames cannot be called before start()")
+        frames = self._dequeue(timeout_ms)
+        if frames is not None:
+            return frames
+        if not self._present() and not self._restart():  # upstream appends the timeout without a space
+            raise RuntimeError(f"Device disconnected. Failed to reconnect: No device connected{timeout_ms}")
+        raise RuntimeError(f"Frame didn't arrive within {timeout_ms}")
+
+
+def fake_sdk(
+    serials: list[str], frames: list[_ColourFrame], *, colour_sensor: bool = True, live: bool = False
+) -> tuple[types.ModuleType, dict[str, Any]]:
+    """A module with the pyrealsense2 calls the driver makes; `calls` records what it was asked, and
+    `calls["connected"]` (the serials plugged in) is what tests unplug and replug."""
+    calls: dict[str, Any] = {
+        "options": {},
+        "stopped": threading.Event(),
+        "connected": list(serials),
+        "colour_sensor": colour_sensor,
+        "live": live,
+        "number": 0,
+        "starts": 0,
+    }
     queue = list(frames)  # shared by every pipeline of the module
     rs = types.ModuleType("pyrealsense2")
     rs.camera_info = types.SimpleNamespace(serial_number="serial_number")  # type: ignore[attr-defined]
-    rs.context = lambda: types.SimpleNamespace(query_devices=lambda: [_Device(s) for s in serials])  # type: ignore[attr-defined]
+    rs.context = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]
+        query_devices=lambda: [_Device(s) for s in calls["connected"]]
+    )
     rs.config = functools.partial(_Config, calls)  # type: ignore[attr-defined]
     rs.pipeline = functools.partial(_Pipeline, calls, queue)  # type: ignore[attr-defined]
     rs.stream = types.SimpleNamespace(color="color")  # type: ignore[attr-defined]
@@ -154,7 +233,7 @@ def test_colour_frames_with_hardware_stamps_and_drop_counting(monkeypatch: pytes
     assert health.dropped == 2  # device frames 3 and 4 never arrived
     assert calls["device"] == "123"
     assert calls["stream"] == ("color", 8, 6, "rgb8", 30)
-    assert calls["options"] == {"global_time_enabled": 1}
+    assert calls["options"] == {"global_time_enabled": ("colour", 1)}
     assert calls["stopped"].is_set()
 
 
@@ -174,3 +253,44 @@ def test_an_absent_serial_names_the_connected_ones(monkeypatch: pytest.MonkeyPat
         CameraOpenError, match=r"'wrist': RealSense 999 is not connected \(RealSense devices: 111, 222\)"
     ):
         camera.open()
+
+
+def test_a_d405_streams_colour_from_its_depth_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33 #10: a D405 has no colour sensor; `first_color_sensor()` raises, and the camera must still open."""
+    rs, calls = fake_sdk(["405"], [_ColourFrame(1, 1000.0, "global")], colour_sensor=False)
+    monkeypatch.setitem(sys.modules, "pyrealsense2", rs)
+    with RealSenseCamera(config("wrist", driver="realsense", serial="405")) as camera:
+        assert wait_until(lambda: camera.poll() is not None, 5.0)
+        assert camera.latest(max_age_s=5.0).hardware_stamp_ns == 1_000_000_000
+    assert calls["options"] == {"global_time_enabled": ("depth", 1)}
+
+
+def test_the_stand_in_fails_as_librealsense_does_after_an_unplug() -> None:
+    rs, calls = fake_sdk(["123"], [])
+    cfg = rs.config()
+    cfg.enable_device("123")
+    pipeline = rs.pipeline()
+    pipeline.start(cfg)
+    with pytest.raises(RuntimeError, match="^Frame didn't arrive within 10$"):
+        pipeline.wait_for_frames(10)
+    calls["connected"].clear()
+    assert pipeline.try_wait_for_frames(10) == (False, None)
+    with pytest.raises(RuntimeError, match=r"^try_wait_for_frames cannot be called before start\(\)$"):
+        pipeline.try_wait_for_frames(10)
+    with pytest.raises(RuntimeError, match="^No device connected$"):
+        rs.pipeline().start(cfg)
+
+
+def test_an_unplugged_realsense_is_reopened_when_it_is_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33 #9: librealsense leaves the pipeline stopped after a failed reconnect; the camera reopens it."""
+    rs, calls = fake_sdk(["123"], [], live=True)
+    monkeypatch.setitem(sys.modules, "pyrealsense2", rs)
+    cfg = config("wrist", driver="realsense", serial="123", rate_hz=30.0)
+    with RealSenseCamera(cfg) as camera:
+        assert wait_until(lambda: camera.health().frames >= 3, 5.0)
+        calls["connected"].clear()
+        assert wait_until(lambda: camera.health().dead, 5.0)
+        calls["connected"].append("123")
+        seen = camera.health().frames
+        assert wait_until(lambda: camera.health().frames > seen + 2 and not camera.health().dead, 10.0)
+    assert calls["starts"] >= 2

@@ -20,7 +20,7 @@ from test.robots.test_franka_ros import Franka2StandIn
 from user.bus.base import RELIABLE, Bus
 from user.runtime.node import Node
 
-REALSENSE_COLOR_TOPIC = "/camera/camera/color/image_raw"  # realsense2_camera >= 4.54: namespace camera, name camera
+REALSENSE_COLOR_TOPIC = "/camera/camera/color/image_raw"  # realsense2_camera >= 4.55.1: namespace camera, name camera
 REALSENSE_RATE_HZ = 30.0
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from user.cameras.errors import (
         CameraDeadError,
         CameraError,
+        CameraLostError,
         CameraNotOpenError,
         CameraOpenError,
         CameraUnavailableError,
@@ -41,6 +42,7 @@ _MODULE_OF = {
     "CameraConfig": "config",
     "CameraDeadError": "errors",
     "CameraError": "errors",
+    "CameraLostError": "errors",
     "CameraNotOpenError": "errors",
     "CameraOpenError": "errors",
     "CameraUnavailableError": "errors",
@@ -68,6 +70,7 @@ __all__ = [
     "CameraDeadError",
     "CameraError",
     "CameraHealth",
+    "CameraLostError",
     "CameraNotOpenError",
     "CameraOpenError",
     "CameraUnavailableError",

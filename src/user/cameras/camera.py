@@ -4,6 +4,11 @@ A driver supplies three hooks that run in the camera's own daemon thread: `_open
 `_close_device`. The thread opens the device (bounded by `open_timeout_s`), grabs frames, crops/resizes
 them, and keeps only the newest in a `LatestFrame`. The control loop calls `latest`/`poll`, which
 return at once whatever the device is doing. `close` stops the thread and waits for it, with a deadline.
+
+A driver whose device can vanish (`reopens = True`: USB cameras, streams, a RealSense) is closed and opened
+again when it stops delivering: after `dead_after_periods` periods without a frame, or at once when its grab
+raises `CameraLostError`. Reopen attempts pause 0.5 s, 1 s, 2 s ... (at most 5 s) until `reopen_timeout_s`;
+then the stream is marked ended, so the camera reports dead for good (`CameraDeadError`) and the robot holds.
 """
 
 from __future__ import annotations
@@ -15,13 +20,21 @@ from abc import ABC, abstractmethod
 from types import TracebackType
 
 from user.cameras.config import CameraConfig
-from user.cameras.errors import CameraError, CameraNotOpenError, CameraOpenError, EndOfStreamError
+from user.cameras.errors import (
+    CameraError,
+    CameraLostError,
+    CameraNotOpenError,
+    CameraOpenError,
+    EndOfStreamError,
+)
 from user.cameras.frame import Frame, Grab
 from user.cameras.latest import CameraHealth, Clock, LatestFrame, WallClock
 from user.cameras.processing import prepare
 
 _log = logging.getLogger(__name__)
 MAX_GRAB_WAIT_S = 0.25  # a grab waits at most this long, so the thread notices close() and a dead device
+REOPEN_FIRST_PAUSE_S = 0.5  # pause before the first attempt to reopen a lost device; doubled after each failure
+REOPEN_MAX_PAUSE_S = 5.0  # longest pause between two attempts to reopen a lost device
 
 
 class _Run:
@@ -37,12 +50,15 @@ class Camera(ABC):
     """One camera: open it, read its newest frame without waiting, close it."""
 
     paced = False  # True: grab at most `rate_hz` times a second (sources that return at once, like files)
+    reopens = False  # True: a device that stops delivering is closed and opened again (see the module docstring)
 
     def __init__(
         self, config: CameraConfig, clock: Clock = time.monotonic, wall_clock: WallClock = time.time_ns
     ) -> None:
         self.config = config
         self._frames = LatestFrame(config.name, config.period_s, config.dead_after_periods, clock, wall_clock)
+        self._clock = clock
+        self._opened_at = clock()  # when the device was last (re)opened: silence is counted from then at most
         self._thread: threading.Thread | None = None
         self._lingering: threading.Thread | None = None  # a capture thread that missed its deadline
         self._run_state = _Run()
@@ -167,6 +183,7 @@ class Camera(ABC):
         if run.stop.is_set():  # open() gave up waiting: release the device at once
             self._close_quietly()
             return
+        self._opened_at = self._clock()
         self._frames.mark_started()
         run.ready.set()
         try:
@@ -190,19 +207,32 @@ class Camera(ABC):
         while not stop.is_set():
             if self.paced:
                 next_due = max(next_due + period, time.monotonic() - period)
-            if not self._step(stop, wait):
-                return
+            try:
+                if not self._step(stop, wait):
+                    return
+            except CameraLostError as exc:
+                self._frames.count_error(exc)
+                if not self._reopen(stop, str(exc)):
+                    return
+                continue
+            silent = self._silent_s()
+            if self.reopens and silent > self._frames.dead_after_s:
+                if not self._reopen(stop, f"no frame for {silent:.1f} s"):
+                    return
+                continue
             if self.paced:
                 stop.wait(max(0.0, next_due - time.monotonic()))
 
     def _step(self, stop: threading.Event, wait_s: float) -> bool:
-        """Grab and keep one frame; False when the stream has ended."""
+        """Grab and keep one frame; False when the stream has ended. `CameraLostError` passes through."""
         try:
             grabbed = self._grab(wait_s)
         except EndOfStreamError as exc:
             _log.warning("%s", exc)
             self._frames.mark_ended(str(exc))
             return False
+        except CameraLostError:
+            raise
         except Exception as exc:  # device errors: count, log (throttled), retry one period later
             self._frames.count_error(exc)
             stop.wait(self.config.period_s)
@@ -217,3 +247,39 @@ class Camera(ABC):
             return True
         self._frames.put(rgb, grabbed[1])
         return True
+
+    def _silent_s(self) -> float:
+        """Seconds without a frame, counted from the last (re)open at most."""
+        last = self._frames.last_arrival()
+        since = self._opened_at if last is None else max(last, self._opened_at)
+        return self._clock() - since
+
+    def _reopen(self, stop: threading.Event, why: str) -> bool:
+        """Close the lost device and open it again, pausing longer after each failure, for at most
+        `reopen_timeout_s`. False (capture ends) when it did not come back or `close()` was called."""
+        device, timeout = self.describe_device(), self.config.reopen_timeout_s
+        self._close_quietly()
+        if timeout <= 0.0:
+            self._frames.mark_ended(f"{device} lost ({why}); not reopened (reopen_timeout_s is 0)")
+            return False
+        _log.warning("camera %r: %s lost (%s); reopening it for up to %.0f s", self.name, device, why, timeout)
+        deadline = time.monotonic() + timeout
+        pause, attempts, last_error = REOPEN_FIRST_PAUSE_S, 0, why
+        while not stop.wait(min(pause, max(0.0, deadline - time.monotonic()))):
+            attempts += 1
+            try:
+                self._open_device()
+            except Exception as exc:  # still away (or busy): try again after a longer pause
+                last_error = str(exc) or type(exc).__name__
+                if time.monotonic() >= deadline:
+                    break
+                pause = min(2.0 * pause, REOPEN_MAX_PAUSE_S)
+                continue
+            self._opened_at = self._clock()
+            _log.warning("camera %r: %s reopened (attempt %d); waiting for its frames", self.name, device, attempts)
+            return True
+        if not stop.is_set():
+            self._frames.mark_ended(
+                f"{device} lost and not back within {timeout:.0f} s ({attempts} attempts; last: {last_error})"
+            )
+        return False

@@ -42,9 +42,22 @@ class CameraConfig:
         None, "region kept, (x, y, width, height) in device pixels, applied before resize; none: whole image"
     )
     resize: tuple[int, int] | None = setting(None, "(width, height) frames are resized to; none: keep the size")
-    max_age_s: float = setting(0.1, "default oldest frame `latest` hands out, s", min=0.0)
+    max_age_s: float = setting(
+        0.1, "default oldest frame `latest` hands out, s; a required camera's older frame holds the robot", min=0.0
+    )
+    required: bool = setting(
+        True,
+        "true: the robot holds (sends no action) while this camera is dead or its newest frame is older than "
+        "max_age_s; false: observations go on with whatever frame it last delivered",
+    )
     dead_after_periods: int = setting(10, "frame periods without a frame before the camera is reported dead", min=2)
     open_timeout_s: float = setting(10.0, "longest wait for the device to open, s", min=0.1)
+    reopen_timeout_s: float = setting(
+        30.0,
+        "opencv devices and streams, realsense: how long a device that stopped delivering (unplugged, reset) is "
+        "closed and opened again, with growing pauses, before the camera is declared dead for good, s; 0: never",
+        min=0.0,
+    )
     close_timeout_s: float = setting(2.0, "longest wait for the capture thread to stop on close, s", min=0.1)
 
     def __post_init__(self) -> None:

@@ -23,6 +23,11 @@ class CameraNotOpenError(CameraError):
     """A frame was asked for before `open()` or after `close()`."""
 
 
+class CameraLostError(CameraError):
+    """The device vanished while streaming (unplugged, reset, its driver gave up); raised by drivers inside the
+    capture thread, which then reopens it (see `CameraConfig.reopen_timeout_s`)."""
+
+
 class EndOfStreamError(CameraError):
     """The source ended for good (a video file reached its end); raised by drivers inside the capture thread."""
 

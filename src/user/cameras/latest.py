@@ -120,6 +120,11 @@ class LatestFrame:
         self.check_dead(now)
         return frame
 
+    def last_arrival(self) -> float | None:
+        """When the newest frame arrived (the camera's monotonic clock), None before the first."""
+        with self._lock:
+            return None if self._frame is None else self._frame.arrival_s
+
     def count_dropped(self, n: int = 1) -> None:
         """`n` frames were lost before reaching the camera (device counter gap, transport overwrite)."""
         now = self._clock()

@@ -4,6 +4,15 @@ On ROS sites prefer realsense2_camera and a `bus` camera on its topic. Frames ca
 hardware capture time when librealsense maps it onto the host clock ("global time", computed from the
 frame metadata timestamp; switched on here where the sensor supports it); otherwise they carry arrival
 time only. Gaps in the device frame counter are counted as dropped frames.
+
+A D405 has no RGB camera module: its colour stream comes from the stereo (depth) module, and
+`first_color_sensor()` raises "Could not find requested sensor type!" (librealsense
+include/librealsense2/hpp/rs_device.hpp `device::first`); global time is then switched on on the depth sensor.
+
+An unplugged device: librealsense's `try_wait_for_frames` tries once to restart the pipeline, and when that
+fails it stops it, so every later call raises "try_wait_for_frames cannot be called before start()"
+(src/pipeline/pipeline.cpp). That is a `CameraLostError`: the capture thread closes and reopens the device
+(`Camera`, `reopen_timeout_s`); a device that just goes quiet is reopened after `dead_after_periods` too.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import numpy as np
 
 from user.cameras.camera import Camera
 from user.cameras.config import CameraConfig
-from user.cameras.errors import CameraOpenError, CameraUnavailableError
+from user.cameras.errors import CameraLostError, CameraOpenError, CameraUnavailableError
 from user.cameras.frame import Grab
 from user.cameras.latest import Clock, WallClock
 
@@ -39,6 +48,8 @@ def import_pyrealsense2(camera: str) -> Any:
 
 class RealSenseCamera(Camera):
     """Colour frames (rgb8) of the RealSense with serial `config.serial` (or the first one found)."""
+
+    reopens = True
 
     def __init__(
         self, config: CameraConfig, clock: Clock = time.monotonic, wall_clock: WallClock = time.time_ns
@@ -77,14 +88,28 @@ class RealSenseCamera(Camera):
                 f"cannot start the colour stream of {self.describe_device()} at {self.config.width}x"
                 f"{self.config.height} {self.config.rate_hz:g} Hz (0 = device default): {exc}",
             ) from exc
-        sensor = profile.get_device().first_color_sensor()
-        if sensor.supports(rs.option.global_time_enabled):
-            sensor.set_option(rs.option.global_time_enabled, 1)
+        try:
+            self._enable_global_time(profile.get_device())
+        except RuntimeError as exc:  # not fatal: frames then carry their arrival time (warned at the first frame)
+            _log.warning("camera %r: cannot switch on global time on %s: %s", self.name, self.describe_device(), exc)
         self._pipeline = pipeline
         self._last_number = None
 
+    def _enable_global_time(self, device: Any) -> None:
+        """Ask the sensor that streams colour for host-synchronised time stamps, where it supports them."""
+        rs = self._rs
+        try:
+            sensor = device.first_color_sensor()
+        except RuntimeError:  # a D405: colour comes from the stereo (depth) module
+            sensor = device.first_depth_sensor()
+        if sensor.supports(rs.option.global_time_enabled):
+            sensor.set_option(rs.option.global_time_enabled, 1)
+
     def _grab(self, timeout_s: float) -> Grab | None:
-        ok, frames = self._pipeline.try_wait_for_frames(max(1, int(timeout_s * 1000)))
+        try:
+            ok, frames = self._pipeline.try_wait_for_frames(max(1, int(timeout_s * 1000)))
+        except RuntimeError as exc:  # the pipeline stopped itself after its device vanished
+            raise CameraLostError(self.name, f"{self.describe_device()} stopped streaming: {exc}") from exc
         if not ok:
             return None
         color = frames.get_color_frame()
@@ -116,5 +141,9 @@ class RealSenseCamera(Camera):
 
     def _close_device(self) -> None:
         pipeline, self._pipeline = self._pipeline, None
-        if pipeline is not None:
+        if pipeline is None:
+            return
+        try:
             pipeline.stop()
+        except RuntimeError as exc:  # "stop() cannot be called before start()": librealsense already stopped it
+            _log.debug("camera %r: %s", self.name, exc)

@@ -7,7 +7,8 @@ episode after its next recorded step, marked truncated unless the scorer already
 person's verdict (reward, success) is written downstream by a reward node.
 
 A tick with no fresh action at all (no policy yet, policy stalled) holds the robot and records nothing:
-the episode neither advances nor stores a transition the policy never chose. A step the robot itself
+the episode neither advances nor stores a transition the policy never chose; so does a tick while a required
+camera is dead or stale (`Observer.camera_fault`). A step the robot itself
 held (safety, e-stop) is recorded with the zero action it applied and source HOLD. A step that moved
 records the action chosen (policy or person) within the action space's bounds, not the safety filter's
 output (see `_recorded_action`).
@@ -158,10 +159,11 @@ class ControlLoop:
         episode, obs = self._episode, self._observation
         if episode is None or obs is None or not episode.active:
             raise NoEpisodeError(f"robot {self.robot_id!r}: no episode running; reset() first")
-        choice = self.gate.choose(now)
+        camera_fault = self.observer.camera_fault()  # a required camera dead or stale: never move on its frames
+        choice = None if camera_fault else self.gate.choose(now)
         if choice is None:
             self.held_ticks += 1
-            result = self.robot.hold(self.gate.stale_reason(now))
+            result = self.robot.hold(camera_fault or self.gate.stale_reason(now))
             version = obs.policy_version
             self._observation = self.observer.observe(result.state, episode.episode_id, episode.step, version)
             return TickResult(self._observation, held=True)

@@ -1,4 +1,8 @@
-"""`Observer`: the robot's state (+ task extras, + privileged sim state, + camera JPEGs) as an `Observation`."""
+"""`Observer`: the robot's state (+ task extras, + privileged sim state, + camera JPEGs) as an `Observation`.
+
+A frames source may return `CameraFrames`, whose `fault` says why the robot must not move on them (a required
+camera dead or stale); `camera_fault` asks for it, and `ControlLoop.tick` holds the robot while there is one.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +18,20 @@ from user.robot_loop.privileged import arm_state_names, flatten_extras, flatten_
 from user.robots.base import ArmState
 from user.tasks.base import TaskState
 
+Image = tuple[npt.NDArray[np.uint8], int]  # (RGB image, stamp_ns)
+
+
+class CameraFrames(dict[str, Image]):
+    """Frames by camera name, with `fault`: why the robot must hold ("" when every required camera is fresh)."""
+
+    def __init__(self, frames: Mapping[str, Image] | None = None, fault: str = "") -> None:
+        super().__init__(frames or {})
+        self.fault = fault
+
+
 ExtrasFn = Callable[[], Mapping[str, npt.NDArray[np.float32]]]
 TaskStateFn = Callable[[], TaskState]
-FramesFn = Callable[[], Mapping[str, tuple[npt.NDArray[np.uint8], int]]]  # camera -> (RGB image, stamp_ns)
+FramesFn = Callable[[], Mapping[str, Image]]  # camera -> (RGB image, stamp_ns); `CameraFrames` carries a fault
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,15 @@ class Observer:
         self._extras = extras
         self._privileged = privileged
         self._frames = frames
+        self._fault = ""  # the camera fault of the frames in the latest observation
+
+    def camera_fault(self) -> str:
+        """Why the robot must hold for its cameras now, or the fault of the latest observation's frames (the
+        one an action was chosen on); "" when neither had one."""
+        if self._frames is None:
+            return ""
+        now = _fault_of(self._frames())
+        return now or self._fault
 
     def observe(self, arm: ArmState, episode_id: int, step: int, policy_version: int) -> Observation:
         vector = arm.vector().astype(np.float32)
@@ -75,7 +99,13 @@ class Observer:
         """The latest frame of each camera, JPEG-encoded (none when no cameras are configured)."""
         if self._frames is None:
             return ()
+        frames = self._frames()
+        self._fault = _fault_of(frames)
         return tuple(
             EncodedImage(camera=name, format="jpeg", data=encode_jpeg(image, self.config.jpeg_quality), stamp_ns=stamp)
-            for name, (image, stamp) in sorted(self._frames().items())
+            for name, (image, stamp) in sorted(frames.items())
         )
+
+
+def _fault_of(frames: Mapping[str, Image]) -> str:
+    return frames.fault if isinstance(frames, CameraFrames) else ""
