@@ -5,6 +5,7 @@ the e-stop, actions and interventions are not queued behind a slow reset; a rest
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from user.nodes.robot import RobotNode
 from user.nodes.teleop import TeleopNode
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
 from user.robots.arm import ArmRobot
+from user.robots.base import RobotError
 from user.runtime.node import Node, started
 
 pytestmark = pytest.mark.timeout(60)
@@ -288,3 +290,26 @@ def test_a_robot_whose_control_loop_dies_ends_as_failed(
         node.destroy()
     assert node.failure == "control loop stopped: RuntimeError: the arm's controller stopped answering"
     assert asked == ["stop"] and isinstance(node.failed, RuntimeError)
+
+
+def test_a_driver_fault_ends_the_robot_node_with_one_line(
+    make_bus: Callable[..., ZenohBus], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A `RobotError` carries the driver's words for the operator (e.g. the ARX SDK's process died): the node says
+    it once, without a traceback, and fails."""
+    robot = f"arm_{uuid.uuid4().hex[:6]}"
+    node = started(RobotNode(make_bus("robot", {"robot_id": robot, "task": "button_press", "control_rate_hz": 50.0})))
+    node.request_stop = lambda: None
+
+    def gone(_reason: str) -> Any:
+        raise RobotError("the arm's SDK process ended (killed by signal 9)")
+
+    try:
+        with caplog.at_level(logging.DEBUG, logger=node.log.name):
+            monkeypatch.setattr(node.robot, "hold", gone)
+            assert wait_until(lambda: node.failure is not None, 20.0)
+    finally:
+        node.destroy()
+    assert node.failure == "control loop stopped: the arm's SDK process ended (killed by signal 9)"
+    lines = [r for r in caplog.records if "SDK process ended" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is None

@@ -1,16 +1,19 @@
-"""`ArxSdkRobot`: clean failure without SocketCAN, tool-frame conversions, and a step through a stand-in SDK."""
+"""`ArxSdkRobot`: clean failure without SocketCAN (SLCAN: the slcand step), tool-frame conversions, steps through the
+stand-in SDK in its own process, and the gripper readout of newer arms."""
 
 from __future__ import annotations
 
-import types
-from typing import Any
+from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
 
+from test.conftest import wait_until
+from test.robots.arx5_standin.robot import standin_robot
 from test.sim.poses import pose_at
-from user.robots import rotations
+from user.config.strict import ConfigError
+from user.robots import arx_sdk, rotations
 from user.robots.arx_sdk import ArxConnectionError, ArxSdkConfig, ArxSdkRobot, eef_to_tool, tool_to_eef
 from user.sim.arx_model import HOME, arx_model
 from user.tasks.base import TOOL_DOWN
@@ -58,60 +61,46 @@ def test_the_sdk_tool_frame_matches_the_simulated_arx() -> None:
     assert rotations.angle_between(tool[3:], TOOL_DOWN) < 1e-3
 
 
-class _FakeController:
-    """Stands in for `Arx5CartesianController`: holds the last command as its state."""
-
-    def __init__(self, model: str, interface: str) -> None:
-        self.model, self.interface = model, interface
-        self.pose = np.array([0.3, 0.0, 0.12, 0.0, 0.0, 0.0])
-        self.gripper = 0.0
-        self.time = 0.0
-        self.commands: list[Any] = []
-        self.damped = False
-
-    def get_robot_config(self) -> Any:
-        return types.SimpleNamespace(gripper_width=0.088)
-
-    def get_eef_state(self) -> Any:
-        return types.SimpleNamespace(pose_6d=self.pose.copy, gripper_pos=self.gripper)
-
-    def get_joint_state(self) -> Any:
-        return types.SimpleNamespace(pos=lambda: np.zeros(6), vel=lambda: np.zeros(6))
-
-    def get_timestamp(self) -> float:
-        self.time += 0.1
-        return self.time
-
-    def reset_to_home(self) -> None:
-        self.pose = np.array([0.3, 0.0, 0.12, np.pi, 0.0, 0.0])  # arbitrary start
-
-    def set_eef_cmd(self, cmd: Any) -> None:
-        self.commands.append(cmd)
-        self.pose, self.gripper = np.asarray(cmd.pose), cmd.width
-
-    def set_to_damping(self) -> None:
-        self.damped = True
-
-
-def test_steps_send_cartesian_targets_through_the_sdk() -> None:
-    made: list[_FakeController] = []
-
-    def controller(model: str, interface: str) -> _FakeController:
-        made.append(_FakeController(model, interface))
-        return made[-1]
-
-    fake_sdk = types.SimpleNamespace(
-        Arx5CartesianController=controller,
-        EEFState=lambda pose, width: types.SimpleNamespace(pose=pose, width=width, timestamp=0.0),
-    )
-    robot = ArxSdkRobot(ArxSdkConfig(interface="lo", control_rate_hz=100.0), sdk_loader=lambda: fake_sdk)
+def test_steps_send_cartesian_targets_through_the_sdk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    robot = standin_robot(monkeypatch, tmp_path)
     robot.connect()
-    start = robot.reset()
-    result = robot.step(np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], dtype=np.float32))
-    sent = made[0].commands[-1]
-    assert sent.pose[:3] == pytest.approx(start.tcp_pose[:3] + np.array([0.02, 0.0, 0.0]))
-    assert sent.width == pytest.approx(0.088) and sent.timestamp > 0.0
-    assert result.state.tcp_pose[:3] == pytest.approx(sent.pose[:3])
-    assert robot.step(np.full(7, np.nan, dtype=np.float32)).held
-    robot.close()
-    assert made[0].damped
+    try:
+        start = robot.reset()
+        assert start.gripper == pytest.approx(1.0)  # reset_to_home opens the gripper
+        result = robot.step(np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0], dtype=np.float32))
+        assert not result.held and result.applied[0] == pytest.approx(1.0)
+        goal = start.tcp_pose[:3] + np.array([0.02, 0.0, 0.0])
+        # the stand-in arm takes each target at its next 2 ms control cycle
+        assert wait_until(lambda: np.allclose(robot.state().tcp_pose[:3], goal) and robot.state().gripper == 0.0, 5.0)
+        assert robot.step(np.full(7, np.nan, dtype=np.float32)).held
+    finally:
+        robot.close()
+    assert robot.sdk_pid is None and not robot.connected
+
+
+def test_a_missing_interface_with_an_slcan_adapter_says_to_run_slcand(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "ttyACM0").touch()  # arx5-sdk README: an SLCAN adapter appears as /dev/ttyACM*, no can* interface
+    monkeypatch.setattr(arx_sdk, "DEV", tmp_path)
+    robot = ArxSdkRobot(ArxSdkConfig(interface="can_missing0"))
+    with pytest.raises(ArxConnectionError) as caught:
+        robot.connect()
+    assert f"sudo slcand -o -f -s8 {tmp_path}/ttyACM0 can_missing0 && sudo ifconfig can_missing0 up" in str(
+        caught.value
+    )
+
+
+def test_newer_arms_connect_with_their_gripper_readout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    robot = standin_robot(monkeypatch, tmp_path, arm="arm_gripper_readout=-3.4", gripper_open_readout=-3.4)
+    robot.connect()
+    try:
+        assert robot.reset().gripper == pytest.approx(1.0)
+    finally:
+        robot.close()
+
+
+@pytest.mark.parametrize("readout", [0.0, float("nan")])
+def test_a_gripper_readout_of_zero_is_refused(readout: float) -> None:
+    with pytest.raises(ConfigError, match="gripper_open_readout"):
+        ArxSdkConfig(gripper_open_readout=readout)

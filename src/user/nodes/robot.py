@@ -51,6 +51,7 @@ from user.robot_loop.episode_ids import DurableEpisodeIds, EpisodeIdError, Episo
 from user.robot_loop.observe import ObserverConfig
 from user.robot_loop.reset_requests import ResetRequests
 from user.robots.arm import ArmRobot, EStopError
+from user.robots.base import RobotError
 from user.robots.estop import EStopTopic
 from user.robots.pacing import DeadlinePacer
 from user.runtime.diagnostics import Status
@@ -218,6 +219,9 @@ class RobotNode(Node):
                 self._wait_for_consumer()
             while not self._stop.is_set():
                 self._period()
+        except RobotError as exc:  # the driver's own words for the operator: one line, no traceback
+            self.failed = exc
+            self.fail(f"control loop stopped: {exc}")
         except Exception as exc:
             self.failed = exc
             self.log.exception("control loop stopped: %s", exc)
