@@ -5,10 +5,8 @@ with a key name and an integer stamp or a `DeviceError`; never another exception
 from __future__ import annotations
 
 import logging
-import sys
 import types
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -16,38 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from test.fuzz.strategies import CI
+from test.teleop.pyspacemouse_standin import AXES, ManualClock, SpaceMouseHardware, install
 from user.interfaces.refusals import Refusals
 from user.teleop.errors import DeviceError
 from user.teleop.evdev_pedal import MAX_STAMP_NS, EvdevPedal
 from user.teleop.spacemouse import SpaceMouseTeleop
 
 AXIS = st.floats(allow_nan=True, allow_infinity=True, width=32)
-
-
-@dataclass
-class _State:
-    x: float
-    y: float
-    z: float
-    roll: float
-    pitch: float
-    yaw: float
-    buttons: list[int] = field(default_factory=list)
-
-
-class _FakeSpaceMouse(types.ModuleType):
-    def __init__(self) -> None:
-        super().__init__("pyspacemouse")
-        self.states: list[_State] = []
-
-    def open(self) -> bool:
-        return True
-
-    def read(self) -> _State:
-        return self.states.pop(0)
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
@@ -72,15 +45,8 @@ class _FakeDevice:
         pass
 
 
-def _finite(state: _State) -> bool:
-    return bool(np.all(np.isfinite([state.x, state.y, state.z, state.roll, state.pitch, state.yaw])))
-
-
-@pytest.fixture
-def spacemouse(monkeypatch: pytest.MonkeyPatch) -> Iterator[_FakeSpaceMouse]:
-    fake = _FakeSpaceMouse()
-    monkeypatch.setitem(sys.modules, "pyspacemouse", fake)
-    yield fake
+def _finite(axes: tuple[float, ...]) -> bool:
+    return bool(np.all(np.isfinite(axes)))
 
 
 @CI
@@ -90,21 +56,22 @@ def spacemouse(monkeypatch: pytest.MonkeyPatch) -> Iterator[_FakeSpaceMouse]:
     deadzone=st.floats(0.0, 1.0),
 )
 def test_teleop_commands_are_finite_and_bounded_or_nothing(
-    spacemouse: _FakeSpaceMouse,
+    monkeypatch: pytest.MonkeyPatch,
     axes: list[tuple[float, float, float, float, float, float]],
     buttons: list[list[int]],
     deadzone: float,
 ) -> None:
-    spacemouse.states = [_State(x, y, z, r, p, w, b) for (x, y, z, r, p, w), b in zip(axes, buttons, strict=False)]
+    hardware = SpaceMouseHardware(ManualClock())  # a fresh device per example; reports arrive one per read
+    install(monkeypatch, hardware)
     device = SpaceMouseTeleop(deadzone)
-    states = list(spacemouse.states)
-    for state in states:
+    for values, pressed in zip(axes, buttons, strict=False):
+        hardware.report(**dict(zip(AXES, values, strict=True)), buttons=pressed)
         action = device.read()
         if action is not None:
             assert action.shape == (7,) and action.dtype == np.float32
             assert np.all(np.isfinite(action)) and np.all(np.abs(action) <= 1.0)
-        assert _finite(state) or action is None  # a reading with a NaN or inf axis is never a command
-    non_finite = sum(not _finite(state) for state in states)
+        assert _finite(values) or action is None  # a reading with a NaN or inf axis is never a command
+    non_finite = sum(not _finite(values) for values in axes)
     assert device.refused.count("non-finite axis value") == non_finite  # each one counted
 
 
@@ -122,7 +89,8 @@ EVENTS = st.builds(
 def test_pedal_presses_have_a_key_and_an_integer_stamp(events: list[_Event]) -> None:
     pedal = EvdevPedal.__new__(EvdevPedal)  # the device cannot exist here: its event stream and codes are faked
     pedal._device = _FakeDevice(events)
-    pedal._ecodes = types.SimpleNamespace(EV_KEY=1, KEY={30: "KEY_A", 48: "KEY_B", 46: ["KEY_C", "KEY_CAPS"]})
+    # python-evdev ecodes_runtime.py: `keys` names KEY_* and BTN_* codes (a code with several names: a list)
+    pedal._ecodes = types.SimpleNamespace(EV_KEY=1, keys={30: "KEY_A", 48: "KEY_B", 46: ["KEY_C", "KEY_CAPS"]})
     pedal.path = "/dev/input/fake"
     pedal.refused = Refusals(logging.getLogger("test.pedal"))
     try:

@@ -4,6 +4,12 @@ Each message is flagged intervened with source HUMAN. Deadman: nothing is publis
 idle, so the robot node's intervention deadline hands control back to the policy by itself. Devices:
 `spacemouse` (pyspacemouse) and `scripted` (a fixed action for a time window, for tests and demos).
 A keyboard device will need a display-free key source (evdev), like the pedal node.
+
+A device that cannot be opened stops the node at start (a configuration error, exit code 2, one line saying
+what to do). A device that stops answering while the node runs (a SpaceMouse unplugged mid-intervention) ends
+the intervention at once: nothing more is published, so the robot node's intervention deadline hands the arm
+back (to the policy, or to a hold when no policy action is fresh), and one error line says why; the node stays
+up, the device reopens itself when it is back, and one line says so.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class TeleopNode(Node):
         self._pub = self.create_publisher(p.topic or f"/{p.robot_id}/intervention", "user/msg/Action", RELIABLE)
         self.published = 0
         self._active = False
+        self.device_error: str | None = None  # why the device does not answer now (logged once per reason)
         self.create_timer(1.0 / p.rate_hz, self._tick)
 
     @staticmethod
@@ -68,8 +75,11 @@ class TeleopNode(Node):
         try:
             action = self.device.read()
         except DeviceError as exc:
-            self.log.error("%s", exc)
-            action = None
+            self._device_failed(exc)
+            return
+        if self.device_error is not None:
+            self.device_error = None
+            self.log.info("device %s works again", self.params.device)
         if (action is not None) != self._active:
             self._active = action is not None
             self.log.info("operator %s", "took over" if self._active else "released")
@@ -79,5 +89,15 @@ class TeleopNode(Node):
         self._pub.publish(action_to_msg(msg, self.codec))
         self.published += 1
 
+    def _device_failed(self, exc: DeviceError) -> None:
+        """No intervention from now on; one line per reason, not one per tick."""
+        self._active = False
+        if str(exc) != self.device_error:
+            self.device_error = str(exc)
+            self.log.error("%s; no interventions until it works again", exc)
+
     def destroy(self) -> None:
-        self.device.close()
+        try:
+            self.device.close()
+        except DeviceError as exc:
+            self.log.warning("%s", exc)
