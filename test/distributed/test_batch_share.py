@@ -22,7 +22,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run_ranks(
-    tmp_path: Path, module: str, nproc: int = 2, home: bool = True, timeout_s: float = 150.0
+    tmp_path: Path,
+    module: str,
+    *,
+    nproc: int = 2,
+    home: bool = True,
+    timeout_s: float = 150.0,
+    args: tuple[str, ...] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`module` as `nproc` gloo ranks under torchrun on this machine (a standalone rendezvous), home here."""
     env = dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'src'}", OMP_NUM_THREADS="1")
@@ -30,7 +36,7 @@ def run_ranks(
     if home:
         env[HOME_ENV] = "1"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-    command += ["--module", module, str(tmp_path)]
+    command += ["--module", module, *(args if args is not None else (str(tmp_path),))]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
 
 
