@@ -18,6 +18,8 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
+from user.policies.draws import Draws
+
 P = TypeVar("P", bound="Policy")
 
 
@@ -118,6 +120,7 @@ class Policy(ABC):
         self.actor = actor
         self.action_dim = action_dim
         self.version = 0
+        self.draws = Draws()  # where sampling noise comes from: torch's generator; a learner's ranks share one
         self._flat = FlatParameters(actor)
 
     # ---- what a subclass provides ---------------------------------------------------------------

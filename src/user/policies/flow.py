@@ -174,14 +174,14 @@ class FlowPolicy(Policy):
             t = torch.full((b,), step / k, dtype=x0.dtype, device=x0.device)
             velocity, log_std = self.actor.velocity(features, xs[-1], t)
             mean = xs[-1] + velocity / k
-            xs.append(mean + log_std.exp() * torch.randn_like(mean) if noise else mean)
+            xs.append(mean + log_std.exp() * self.draws.normal_like(mean) if noise else mean)
             means.append(mean)
             log_stds.append(log_std)
         return xs, means, log_stds
 
     def sample(self, obs: TensorObs) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised actions (B, A) from the noise-augmented flow and their path log-likelihoods (B,)."""
-        x0 = torch.randn(len(obs), self.action_dim, device=obs.state.device)
+        x0 = self.draws.normal((len(obs), self.action_dim), obs.state.dtype, obs.state.device)
         xs, means, log_stds = self.rollout(obs, x0, noise=True)
         return squash_action(xs[-1], self.config.squash), path_log_prob(xs, means, log_stds, self.config.squash)
 

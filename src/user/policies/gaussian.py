@@ -12,6 +12,7 @@ import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 from torch import nn
 
 from user.policies.base import Encoder, Policy, TensorObs
+from user.policies.draws import Draws
 
 LOG_2 = math.log(2.0)
 
@@ -40,9 +41,12 @@ def gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
     return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2.0 * math.pi)).sum(-1)
 
 
-def tanh_gaussian_sample(mean: torch.Tensor, log_std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def tanh_gaussian_sample(
+    mean: torch.Tensor, log_std: torch.Tensor, draws: Draws | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Reparameterised sample a = tanh(mean + std * eps) and its log-density under the squashed Gaussian."""
-    u = mean + log_std.exp() * torch.randn_like(mean)
+    eps = (draws or Draws()).normal_like(mean)
+    u = mean + log_std.exp() * eps
     return torch.tanh(u), gaussian_log_prob(u, mean, log_std) - tanh_log_det(u)
 
 
@@ -96,7 +100,7 @@ class GaussianPolicy(Policy):
 
     def sample(self, obs: TensorObs) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised actions (B, A) and their log-probabilities (B,)."""
-        return tanh_gaussian_sample(*self.dist_params(obs))
+        return tanh_gaussian_sample(*self.dist_params(obs), self.draws)
 
     def act_tensor(self, obs: TensorObs, *, deterministic: bool) -> torch.Tensor:
         if deterministic:
