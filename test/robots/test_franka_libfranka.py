@@ -282,16 +282,28 @@ def test_nobody_listening_is_a_fast_typed_error() -> None:
         assert not arm.connected
 
 
+# libfranka 0.21.2's own texts: src/robot_impl.cpp createControlException (reflex + flags + success-rate line),
+# src/robot_impl.h commandNotPossibleMsg and handleCommandResponse<Move>, src/robot_impl.cpp Robot::Impl::Impl
+LINK_FAULT = (
+    'libfranka: Move command aborted: motion aborted by reflex! ["communication_constraints_violation"]\n'
+    "control_command_success_rate: 0.91 packets lost in a row in the last sample: 12"
+)
+REFUSED_IN_REFLEX = 'libfranka: Move command rejected: command not possible in the current mode ("Reflex")!'
+USER_STOP = "libfranka: Move command aborted: User Stop pressed!"
+NO_RT_KERNEL = "libfranka: Running kernel does not have realtime capabilities."
+
+
 def test_libfranka_errors_become_operator_readable_robot_errors() -> None:
     franky = pytest.importorskip("franky", reason="franky-control is not installed (the franka extra)")
     reflex = franky.ControlException('libfranka: Move command aborted: motion aborted by reflex! ["cartesian_reflex"]')
     cases = [
         (reflex, FrankaReflexError, "reflex.*clear_estop"),
         (franky.ControlException("libfranka: Move command preempted!"), FrankaControlError, "Another program"),
-        (franky.ControlException("communication_constraints_violation"), FrankaControlError, "real-time kernel"),
+        (franky.ControlException(LINK_FAULT), FrankaControlError, "direct cable.*real-time kernel"),
+        (franky.ControlException(REFUSED_IN_REFLEX), FrankaControlError, "mode Reflex.*error recovery has not run"),
         (franky.NetworkException("libfranka: TCP connection got interrupted."), FrankaConnectionError, "cable"),
-        (franky.RealtimeException("no realtime."), FrankaConnectionError, "ignore_realtime"),
-        (franky.CommandException("User stop pressed"), FrankaControlError, "User stop pressed"),
+        (franky.RealtimeException(NO_RT_KERNEL), FrankaConnectionError, "PREEMPT_RT.*limits.conf"),
+        (franky.ControlException(USER_STOP), FrankaControlError, "release the user stop"),
         (franky.GripperException("grasp failed"), FrankaGripperError, "Franka Hand"),
         (ValueError("odd"), FrankaError, "ValueError: odd"),
     ]

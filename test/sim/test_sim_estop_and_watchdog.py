@@ -3,14 +3,17 @@ control periods (watchdog)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 from test.conftest import wait_until
 from test.robots.driving import drive_once, watchdog_for_rate
 from user.bus.base import LATCHED
 from user.bus.zenoh_bus import ZenohBus
+from user.robots.base import RobotError
 from user.robots.estop import EStopTopic
 from user.runtime.node import Node
 from user.sim.robot import SimFrankaRobot
@@ -81,3 +84,31 @@ def test_estop_topic_latches_until_cleared(
     assert not moved.held
     robot.step(PUSH)
     assert np.linalg.norm(_tcp(robot) - start) > 5 * STILL_M  # it moves again once cleared
+
+
+def test_a_clear_the_robot_refuses_keeps_the_latch(
+    make_robot: Callable[..., SimFrankaRobot],
+    make_bus: Callable[..., ZenohBus],
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A driver that cannot clear yet (a Franka whose user stop is still pressed) keeps the e-stop latched and says
+    why in one line; the control loop goes on holding instead of ending."""
+    robot = make_robot()
+    node = Node(make_bus("robot_node"))
+    estop = EStopTopic(node, robot, topic)
+    operator = Node(make_bus("operator"))
+    pub = operator.create_publisher(topic, "std_msgs/msg/Bool", LATCHED)
+    bool_msg = operator.codec.msg_class("std_msgs/msg/Bool")
+    pub.publish(bool_msg(data=True))
+    assert wait_until(lambda: robot.estopped, 5.0)
+
+    def refuse() -> None:
+        raise RobotError("the user stop is pressed: release the user stop, then clear the e-stop")
+
+    monkeypatch.setattr(robot, "clear_estop", refuse)
+    pub.publish(bool_msg(data=False))
+    with caplog.at_level(logging.ERROR):
+        assert wait_until(lambda: not estop.apply_pending() and "stays latched" in caplog.text, 5.0)
+    assert robot.estopped and robot.step(PUSH).held

@@ -15,6 +15,7 @@ from typing import Any
 
 from user.bus.base import LATCHED, Handle
 from user.robots.arm import ArmRobot
+from user.robots.base import RobotError
 from user.runtime.node import Node
 
 ESTOP_TOPIC = "/estop"  # default topic; a deployment may give each robot its own
@@ -39,11 +40,16 @@ class EStopTopic:
             self._clear_requested.set()
 
     def apply_pending(self) -> bool:
-        """Call from the control loop before stepping: carries out a requested clear. True if it cleared."""
+        """Call from the control loop before stepping: carries out a requested clear. True if it cleared; a clear
+        the robot refuses (its driver says why) keeps the latch, logged in one line."""
         if not self._clear_requested.is_set():
             return False
         self._clear_requested.clear()
-        self._robot.clear_estop()
+        try:
+            self._robot.clear_estop()
+        except RobotError as exc:  # e.g. a Franka whose user stop is still pressed: the latch stays, the node runs
+            self._log.error("the e-stop stays latched: %s", exc)
+            return False
         return True
 
     def close(self) -> None:

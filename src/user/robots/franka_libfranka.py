@@ -14,7 +14,10 @@ How set-points are streamed (`controller`):
 Errors from libfranka become `FrankaError` subclasses with messages for the operator. A reflex or any other
 motion abort surfaces at the end of the step's period (or when the next target is sent), so `ArmRobot`
 latches the e-stop; while latched and with no motion running nothing is sent (the robot has stopped itself).
-`clear_estop()` runs libfranka's error recovery first; the next step restarts the controller.
+`clear_estop()` and `reset()` run libfranka's error recovery whenever no motion runs, whatever the error flags
+say: the flags clear once the arm has braked while the robot mode stays Reflex, and after a released user stop
+the mode reads Idle yet motions are refused until recovery (franka_ros issues #32, #308). A pressed user stop
+cannot be recovered from: they refuse with "release the user stop". The next step restarts the controller.
 
 State: O_T_EE, joint q/dq, TCP twist = zero Jacobian x dq, wrench = O_F_ext_hat_K as libfranka defines it
 (base frame, force applied by the robot positive), hand width / max width; `stamp_ns` is the host clock.
@@ -25,6 +28,7 @@ franky is imported on `connect()`, so this module loads without the `franka` ext
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +46,8 @@ from user.robots.franka_errors import (
     FrankaError,
     FrankaGripperError,
     FrankaReflexError,
+    mode_error,
+    mode_name,
     translate_error,
 )
 from user.robots.franka_libfranka_config import FrankaLibfrankaConfig
@@ -97,12 +103,9 @@ class FrankaLibfrankaRobot(ArmRobot):
         return self._robot
 
     def clear_estop(self) -> None:
-        """Run libfranka's automatic error recovery when the robot needs it, then release the e-stop."""
+        """Run libfranka's automatic error recovery (unless a motion still runs), then release the e-stop."""
         if self.estopped and self._robot is not None:
-            with self._errors("recovering from the error"):
-                if self._robot.has_errors:
-                    self._log.warning("running automatic error recovery")
-                    self._robot.recover_from_errors()
+            self._recover("clearing the e-stop")
         super().clear_estop()
 
     # ---- driver hooks -------------------------------------------------------------------------------
@@ -147,9 +150,8 @@ class FrankaLibfrankaRobot(ArmRobot):
         robot, fr, cfg = self.franky_robot, self._fr, self.config
         with self._errors("resetting"):
             self._stop_motion()
-            if robot.has_errors:
-                self._log.warning("robot reports errors; running automatic error recovery before reset")
-                robot.recover_from_errors()
+        self._recover("resetting")
+        with self._errors("resetting"):
             robot.move(fr.JointMotion(np.array(cfg.home_joints, dtype=np.float64)), asynchronous=True)
             self._join("moving to the home joints")
             if seed is not None and cfg.reset_jitter_m > 0.0:
@@ -190,9 +192,7 @@ class FrankaLibfrankaRobot(ArmRobot):
             if not robot.is_in_control:
                 if self.estopped:
                     return  # the robot stopped itself; restarting needs clear_estop()
-                if robot.has_errors:
-                    errors = robot.state.current_errors
-                    raise FrankaReflexError(f"the Franka is in an error state ({errors}); clear_estop() recovers it")
+                self._refuse_unless_ready(robot)
                 self._start_motion(target)
             elif self._motion is not None:
                 self._motion.set_reference(fr.CartesianReference(target=target))
@@ -206,6 +206,32 @@ class FrankaLibfrankaRobot(ArmRobot):
             self.franky_robot.poll_motion()  # a reflex during the period surfaces here, at the end of the step
 
     # ---- internals ----------------------------------------------------------------------------------
+
+    def _recover(self, what: str) -> None:
+        """libfranka's automatic error recovery, gated on the robot mode rather than the (already clear) flags."""
+        robot = self.franky_robot
+        with self._errors(what):
+            if robot.is_in_control:
+                return  # a motion runs: the robot is in mode Move and has nothing to recover from
+            state = robot.state
+            mode = mode_name(state.robot_mode)
+            if mode == "UserStopped":
+                raise mode_error(mode, self.config.host, what)  # recovery cannot run while it is pressed
+            quiet = mode == "Idle" and not robot.has_errors  # the routine call at each reset
+            level = logging.DEBUG if quiet else logging.WARNING
+            self._log.log(
+                level, "running libfranka's error recovery (robot mode %s, errors %s)", mode, state.current_errors
+            )
+            robot.recover_from_errors()
+
+    def _refuse_unless_ready(self, robot: Any) -> None:
+        """Before a new motion: a robot in Reflex or UserStopped mode refuses it; say why instead of trying."""
+        state = robot.state
+        mode = mode_name(state.robot_mode)
+        if robot.has_errors:  # franky's Errors object itself is always truthy; has_errors asks libfranka
+            raise FrankaReflexError(f"the Franka reports errors {state.current_errors}; clear_estop() recovers it")
+        if mode in ("Reflex", "UserStopped"):
+            raise mode_error(mode, self.config.host, "sending the target")
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:
