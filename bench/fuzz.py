@@ -142,24 +142,28 @@ def _weights() -> Callable[[bytes], None]:
 def _devices() -> Callable[[bytes], None]:
     import atheris
 
-    from test.fuzz.test_devices import _FakeDevice, _FakeSpaceMouse, _State
+    from test.fuzz.test_devices import _FakeDevice
+    from test.teleop.pyspacemouse_standin import AXES, ManualClock, SpaceMouseHardware, make_module
     from user.interfaces.refusals import Refusals
     from user.teleop import DeviceError, EvdevPedal, SpaceMouseTeleop
 
-    mouse = _FakeSpaceMouse()
-    sys.modules["pyspacemouse"] = mouse
+    hardware = SpaceMouseHardware(ManualClock())
+    sys.modules["pyspacemouse"] = make_module(hardware)
     refused = Refusals(logging.getLogger("fuzz.pedal"), level=logging.DEBUG)
 
     def one(data: bytes) -> None:
         fdp = atheris.FuzzedDataProvider(data)
-        x, y, z, roll, pitch, yaw = (fdp.ConsumeRegularFloat() for _ in range(6))
-        mouse.states = [_State(x, y, z, roll, pitch, yaw, [fdp.ConsumeIntInRange(0, 1) for _ in range(2)])]
-        action = SpaceMouseTeleop(fdp.ConsumeProbability()).read()
+        device = SpaceMouseTeleop(fdp.ConsumeProbability())
+        values = [fdp.ConsumeRegularFloat() for _ in AXES]
+        hardware.report(**dict(zip(AXES, values, strict=True)), buttons=[fdp.ConsumeIntInRange(0, 1) for _ in range(2)])
+        action = device.read()
+        device.close()
         assert action is None or all(-1.0 <= float(a) <= 1.0 for a in action), action
         events = [_event(fdp) for _ in range(fdp.ConsumeIntInRange(0, 8))]
         pedal = EvdevPedal.__new__(EvdevPedal)
         pedal._device = _FakeDevice(events)
-        pedal._ecodes = type("Codes", (), {"EV_KEY": 1, "KEY": {30: "KEY_A", 46: ["KEY_C", "KEY_CAPS"]}})
+        keys = {30: "KEY_A", 46: ["KEY_C", "KEY_CAPS"], 256: ("BTN_0", "BTN_MISC")}
+        pedal._ecodes = type("Codes", (), {"EV_KEY": 1, "KEY": keys, "keys": keys})
         pedal.path = "/dev/input/fuzz"
         pedal.refused = refused  # as the constructor sets it (the harness had missed it: its first finding)
         try:

@@ -1,20 +1,27 @@
 """What only the learner holds: the `Algorithm` interface, the settings class of each kind that builds it
-(`AlgorithmConfig`), typed torch batches, stats and checkpoint state."""
+(`AlgorithmConfig`), typed torch batches, stats and checkpoint state.
+
+`update(batch)` is `update_prepared(prepare(batch))`: `prepare` (preprocessing, the copy to the device) reads no
+training state, so the learner may run it one batch ahead on another CUDA stream (`user.learner.prefetch`).
+The buffer's types are imported for annotations only, so the algorithms load without the buffer's storage
+libraries (the GPU benchmark runs on machines that have only torch, numpy and pyyaml)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
-from user.buffer.batch import TransitionBatch
-from user.buffer.config import SamplerConfig
 from user.policies.base import Policy, TensorObs
+
+if TYPE_CHECKING:
+    from user.buffer.batch import TransitionBatch
+    from user.buffer.config import SamplerConfig
 
 
 class AlgorithmError(ValueError):
@@ -57,12 +64,22 @@ class TorchBatch:
         return TorchBatch(**out)
 
     def to(self, device: torch.device) -> TorchBatch:
-        """The same batch on `device`."""
-        return self.map(lambda t: t.to(device))
+        """The same batch on `device`; to a GPU from pinned host memory, without blocking the host."""
+        return self.map(lambda t: to_device(t, device))
 
     def select(self, rows: torch.Tensor) -> TorchBatch:
         """The sub-batch at `rows` (indices or boolean mask)."""
         return self.map(lambda t: t[rows])
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`t` on `device`: host tensors go to a GPU through pinned memory with a non-blocking copy (ordered on the
+    current stream, so whoever uses the result on that stream sees it whole)."""
+    if t.device == device:
+        return t
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def to_torch(batch: TransitionBatch, policy: Policy) -> TorchBatch:
@@ -98,6 +115,19 @@ class Algorithm(ABC):
     @abstractmethod
     def update(self, batch: TransitionBatch) -> TrainingStats:
         """One training step on a buffer batch (may be several gradient steps, e.g. UTD > 1)."""
+
+    def prepare(self, batch: TransitionBatch) -> TorchBatch:
+        """`batch` as tensors on the policy's device: the part of `update` that reads no training state."""
+        return to_torch(batch, self.policy)
+
+    def update_prepared(self, batch: TorchBatch) -> TrainingStats:
+        """`update` on a batch `prepare` made: `update(b)` and `update_prepared(prepare(b))` train alike."""
+        raise AlgorithmError(f"{type(self).__name__} does not train on prepared batches")
+
+    @property
+    def trains_prepared(self) -> bool:
+        """Whether `update_prepared` is implemented (a prefetcher may prepare batches ahead)."""
+        return type(self).update_prepared is not Algorithm.update_prepared
 
     @abstractmethod
     def state_dict(self) -> dict[str, Any]:

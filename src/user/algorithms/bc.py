@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
 from user.algorithms.base import Algorithm, AlgorithmError, TorchBatch, TrainingStats, to_torch
-from user.buffer.batch import TransitionBatch
 from user.config import setting
 from user.policies.base import Policy, TensorObs
+
+if TYPE_CHECKING:
+    from user.buffer.batch import TransitionBatch
 
 
 @runtime_checkable
@@ -65,6 +67,9 @@ class BC(Algorithm):
 
     def update(self, batch: TransitionBatch) -> TrainingStats:
         return self.update_tensors(to_torch(batch, self.policy))
+
+    def update_prepared(self, batch: TorchBatch) -> TrainingStats:
+        return self.update_tensors(batch)
 
     def update_tensors(self, batch: TorchBatch) -> TrainingStats:
         rows = self.select(batch)

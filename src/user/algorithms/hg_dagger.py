@@ -8,14 +8,16 @@ sampler can feed it directly; rows that are neither intervened nor demos are dro
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from user.algorithms.base import AlgorithmConfig, TorchBatch
 from user.algorithms.bc import BC, BCConfig
-from user.buffer.config import SamplerConfig
 from user.config import setting
 from user.policies.base import Policy
 from user.policies.gaussian import GaussianPolicy
+
+if TYPE_CHECKING:
+    from user.buffer.config import SamplerConfig
 
 
 @dataclass(frozen=True)

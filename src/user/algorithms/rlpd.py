@@ -14,15 +14,19 @@ defaults) and batch composition:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 
-from user.algorithms.base import TrainingStats
+from user.algorithms.base import TorchBatch, TrainingStats
 from user.algorithms.sac import SAC, SACConfig
-from user.buffer.batch import TransitionBatch
-from user.buffer.config import SamplerConfig
 from user.config import setting
 from user.policies.base import Policy
+
+if TYPE_CHECKING:
+    from user.buffer.batch import TransitionBatch
+    from user.buffer.config import SamplerConfig
 
 
 @dataclass(frozen=True)
@@ -89,4 +93,11 @@ class RLPD(SAC):
         order = np.random.default_rng(self.critic_steps).permutation(len(batch))
         stats = super().update(batch.take(order))
         info = {**stats.info, "demo_fraction": float(np.mean(batch.is_demo))}
+        return TrainingStats(stats.updates, stats.losses, info)
+
+    def update_prepared(self, batch: TorchBatch) -> TrainingStats:
+        """`update` on a prepared batch: the same shuffle of its rows (drawn when the update runs), on the device."""
+        order = np.random.default_rng(self.critic_steps).permutation(len(batch))
+        stats = self.update_tensors(batch.select(torch.as_tensor(order, device=batch.action.device)))
+        info = {**stats.info, "demo_fraction": float(batch.is_demo.sum()) / len(batch)}
         return TrainingStats(stats.updates, stats.losses, info)

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,10 +28,12 @@ from user.algorithms.base import (
     to_torch,
 )
 from user.algorithms.critics import EnsembleQ
-from user.buffer.batch import TransitionBatch
-from user.buffer.config import SamplerConfig
 from user.config import setting
 from user.policies.base import Policy
+
+if TYPE_CHECKING:
+    from user.buffer.batch import TransitionBatch
+    from user.buffer.config import SamplerConfig
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,9 @@ class SAC(Algorithm):
 
     def update(self, batch: TransitionBatch) -> TrainingStats:
         return self.update_tensors(to_torch(batch, self.policy))
+
+    def update_prepared(self, batch: TorchBatch) -> TrainingStats:
+        return self.update_tensors(batch)
 
     def update_tensors(self, batch: TorchBatch) -> TrainingStats:
         """`utd_ratio` critic steps on slices of `batch`, actor/temperature steps as the ratio says."""

@@ -27,6 +27,7 @@ from user.learner.device import resolve_device
 from user.learner.progress import ProgressLog
 from user.learner.publication import Publication, WeightSink
 from user.learner.session_config import SessionConfig, learner_buffer_config
+from user.learner.speed import speed_plan
 from user.learner.sync_phases import Episode, SyncPhases, SyncSchedule
 from user.learner.trainer import Trainer, TrainerCounters
 
@@ -65,12 +66,15 @@ class LearningSession:
         self.algorithm = learning.build_algorithm(self.policy)
         self.counters = LearnerCounters()
         self.store = CheckpointStore(run_dir / "checkpoints", config.keep_checkpoints)
+        speed = speed_plan(config.speed, self.policy.device)
+        self.log.info("training on %s: %s", self.policy.device, speed.describe())
         self.trainer = Trainer(
             self.algorithm,
             self.buffer,
             learning.state_selector(),
             sample_timeout_s=config.pacing.sample_timeout_s,
             after_update=self._after_update,
+            speed=speed,
         )
         self._lock = threading.Lock()  # counters and buffer writes (bus threads) vs. reports
         self._sink: WeightSink | None = None

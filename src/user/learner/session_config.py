@@ -14,6 +14,7 @@ from user.buffer.config import BufferConfig, RateLimiterConfig
 from user.config.strict import setting
 from user.learner.config import LearningConfig, PacingConfig
 from user.learner.device import DEVICE_HELP
+from user.learner.speed import SpeedConfig
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class SessionConfig:
     )
     keep_checkpoints: int = setting(3, "numbered checkpoints kept beside latest.pt", min=1)
     device: str = setting("cpu", DEVICE_HELP)
+    speed: SpeedConfig = setting(SpeedConfig(), "GPU speed-ups: prefetch, bf16 autocast, channels-last, compile")
     sync_train_timeout_s: float = setting(600.0, "sync mode: longest training phase, s", min=1.0)
 
 

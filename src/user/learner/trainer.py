@@ -12,6 +12,10 @@ A batch that cannot be read (a damaged or truncated record on disk, a transition
 not fit the batch) is skipped and counted, and its error logged once per cause; training goes on with the next
 batch. Only when `max_unreadable_in_a_row` batches in a row fail does training stop: `failed` holds a
 `TrainingDataError`, one error line says why, and `on_failure` is called, so the failure is seen, not spun on.
+
+The update runs with the speed-ups of its `SpeedPlan` (`user.learner.speed`: autocast, channels-last, compile);
+with `prefetch`, the async loop trains on batches a `Prefetcher` prepared on the device while the previous update
+ran (sync mode never draws ahead: every phase's batches must see the newest episode).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from user.buffer.batch import BatchError, TransitionBatch
 from user.buffer.errors import BufferIndexError, SampleTimeoutError, SegmentError
 from user.buffer.replay import ReplayBuffer
 from user.interfaces.codec import DecodeError
+from user.learner.prefetch import Prefetcher, PrefetchTimeoutError, Prepared
+from user.learner.speed import FastUpdate, SpeedPlan
 from user.learner.state_select import StateSelector
 
 _log = logging.getLogger("user.learner")
@@ -72,6 +78,7 @@ class Trainer:
         after_update: AfterUpdate | None = None,
         on_failure: OnFailure | None = None,
         max_unreadable_in_a_row: int = MAX_UNREADABLE_IN_A_ROW,
+        speed: SpeedPlan | None = None,
     ) -> None:
         self.algorithm = algorithm
         self.buffer = buffer
@@ -90,6 +97,9 @@ class Trainer:
         self._thread: threading.Thread | None = None
         self._started = time.monotonic()
         self._feed_wait_seen = 0.0  # the buffer's `wait_s` already counted
+        self.speed = speed or SpeedPlan()
+        self.fast = FastUpdate(algorithm, self.speed, _log)
+        self._prefetcher: Prefetcher[TransitionBatch] | None = None
 
     # ---- modes ----------------------------------------------------------------------------------
 
@@ -156,11 +166,22 @@ class Trainer:
     # ---- the loop -------------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        if self.speed.prefetch and self.algorithm.trains_prepared:
+            self._prefetcher = Prefetcher(
+                lambda timeout_s: self._select(self.buffer.sample(timeout_s=timeout_s)),
+                self.fast.prepare,
+                self.algorithm.policy.device,
+                timeouts=(SampleTimeoutError,),
+            )
         try:
             while not self._stop.is_set():
                 self._one_update(self.sample_timeout_s)
         except Exception as exc:
             self._failed(exc)
+        finally:
+            if self._prefetcher is not None and not self._prefetcher.close():
+                _log.error("the batch prefetcher did not stop")
+            self._prefetcher = None
 
     def _failed(self, exc: BaseException) -> None:
         """The training thread (or a sync call) stops on `exc`: keep it, say so once, tell `on_failure`."""
@@ -172,11 +193,17 @@ class Trainer:
         if self.on_failure is not None:
             self.on_failure(exc)
 
+    def _draw(self, timeout_s: float) -> TransitionBatch | Prepared:
+        """The next batch: prepared on the device when prefetching, else straight from the buffer."""
+        if self._prefetcher is not None:
+            return self._prefetcher.get(timeout_s)
+        return self._select(self.buffer.sample(timeout_s=timeout_s))
+
     def _one_update(self, timeout_s: float) -> bool:
         started = time.monotonic()
         try:
-            batch = self.buffer.sample(timeout_s=timeout_s)
-        except SampleTimeoutError:
+            batch = self._draw(timeout_s)
+        except (SampleTimeoutError, PrefetchTimeoutError):
             self.counters.idle_s += time.monotonic() - started
             return False
         except UNREADABLE as exc:
@@ -185,14 +212,18 @@ class Trainer:
             return False
         self._unreadable_in_a_row = 0
         sampled = time.monotonic()
-        batch = self._select(batch)
         with self._lock:
-            stats = self.algorithm.update(batch)
+            stats = self._update(batch)
             self._account(stats, started, sampled)
             calls = self.counters.update_calls
         if self.after_update is not None:
             self.after_update(calls)
         return True
+
+    def _update(self, batch: TransitionBatch | Prepared) -> TrainingStats:
+        if isinstance(batch, Prepared):
+            return self.fast.update_prepared(batch.batch())
+        return self.fast.update(batch)
 
     def _unreadable(self, exc: Exception) -> None:
         """Skip a batch that could not be read: count it, log its cause the first time; `TrainingDataError` once

@@ -1,4 +1,7 @@
-"""`CNNPolicy`: camera images + state in (ResNet-10 encoders, spatial embedding), tanh-Gaussian action out."""
+"""`CNNPolicy`: camera images + state in (ResNet-10 encoders, spatial embedding), tanh-Gaussian action out.
+
+The image codec is imported when a batch of encoded images is first decoded: with pixel arrays the policy loads
+without the message codec (the GPU benchmark runs where only torch, numpy and pyyaml are installed)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,6 @@ import numpy.typing as npt
 import torch
 
 from user.config import setting
-from user.interfaces.images import ImageCodecError, decode_image
 from user.policies.base import Encoder, PolicyError, TensorObs
 from user.policies.gaussian import GaussianActor, GaussianPolicy, TanhGaussianHead, mlp
 from user.policies.preprocess import ObservationConfig, preprocess
@@ -53,6 +55,9 @@ def decode_batch(images: npt.NDArray[np.generic], camera: str) -> npt.NDArray[np
     """(B,) object array of JPEG/PNG bytes -> (B, H, W, 3) uint8; pixel arrays pass through unchanged."""
     if images.dtype != object:
         return np.asarray(images, dtype=np.uint8)
+    # imported here: `user.interfaces` loads the CDR codec (rosbags), which pixel arrays never need
+    from user.interfaces.images import ImageCodecError, decode_image
+
     try:
         frames = [decode_image(bytes(f)) for f in images]
     except ImageCodecError as exc:

@@ -10,6 +10,10 @@ batch norm.
 GroupNorm (not BatchNorm) keeps every piece of the encoder a parameter, so the whole actor stays in one flat
 weight buffer and behaves the same in training and acting. Pretrained trunk weights come only from a LOCAL
 file (`torch.save` of `ResNet.state_dict()`); nothing is ever downloaded.
+
+The learner may run each camera's encoder in bfloat16 autocast and feed it channels-last images
+(`ImageStateEncoder.set_speed`, from `user.learner.speed`); its output is float32 either way, so what follows
+(the MLP heads, the critics, every loss) stays in float32.
 """
 
 from __future__ import annotations
@@ -230,6 +234,22 @@ class ImageStateEncoder(Encoder):
         self.state_dim = state_dim
         self.encoders = nn.ModuleDict({c: CameraEncoder(cfg, image_size) for c in cameras})
         self.out_features = len(cameras) * cfg.bottleneck + state_dim
+        self.autocast: torch.dtype | None = None  # the camera encoders run in this autocast dtype; None = float32
+        self.channels_last = False  # images enter the convolutions in channels-last memory format
+
+    def set_speed(self, *, autocast: torch.dtype | None, channels_last: bool) -> None:
+        """Run the camera encoders in `autocast` (None: float32) on `channels_last` images; the output stays float32."""
+        self.autocast = autocast
+        self.channels_last = channels_last
+
+    def _camera(self, camera: str, images: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        if self.autocast is None:
+            out: torch.Tensor = self.encoders[camera](images)
+            return out
+        with torch.autocast(images.device.type, dtype=self.autocast):
+            return self.encoders[camera](images).float()  # type: ignore[no-any-return]
 
     def forward(self, obs: TensorObs) -> torch.Tensor:
         if obs.state.shape[-1] != self.state_dim:
@@ -237,5 +257,5 @@ class ImageStateEncoder(Encoder):
         missing = [c for c in self.cameras if c not in obs.images]
         if missing:
             raise PolicyError(f"observation has no image from camera {missing[0]!r}")
-        feats = [self.encoders[c](obs.images[c]) for c in self.cameras]
+        feats = [self._camera(c, obs.images[c]) for c in self.cameras]
         return torch.cat([*feats, obs.state], dim=-1)
