@@ -30,7 +30,7 @@ class App:
         x = torch.linspace(-1, 1, 32).reshape(8, 4)
         loss = (self.net(x) - 1.0).pow(2).mean()
         self.opt.zero_grad()
-        loss.backward()  # type: ignore[no-untyped-call]
+        loss.backward()
         self.opt.step()
         self.steps += 1
         return float(loss)

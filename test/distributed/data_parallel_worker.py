@@ -28,11 +28,11 @@ def main() -> None:
         x = torch.linspace(-2, 2, 24).reshape(8, 3)
         y = torch.linspace(0, 1, 8).reshape(8, 1)
         share = slice(rank * 8 // world, (rank + 1) * 8 // world)
-        (net(x[share]) - y[share]).pow(2).mean().backward()  # type: ignore[no-untyped-call]
+        (net(x[share]) - y[share]).pow(2).mean().backward()
         dp.average_gradients([*net.parameters(), *unused.parameters()])
         averaged = [p.grad.clone() for p in net.parameters() if p.grad is not None]
         net.zero_grad()
-        (net(x) - y).pow(2).mean().backward()  # type: ignore[no-untyped-call]  # the whole batch, one process
+        (net(x) - y).pow(2).mean().backward()  # the whole batch, one process
         whole = [p.grad.clone() for p in net.parameters() if p.grad is not None]
         means = dp.mean({"loss": float(rank), "other": 2.0 * rank})
         torch.save(

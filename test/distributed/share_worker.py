@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def main() -> None:
             saved[f"{tag}_names"] = np.array(share.state_names)
             for camera, pixels in share.images.items():
                 saved[f"{tag}_image_{camera}"] = pixels if decode else np.array([len(b) for b in pixels])
-        np.savez(out / f"rank{group.env.rank}.npz", **saved)
+        np.savez(out / f"rank{group.env.rank}.npz", **cast(dict[str, Any], saved))
     finally:
         close_group()
 

@@ -24,12 +24,17 @@ def test_the_torchrun_command_names_every_setting() -> None:
         "--rdzv-backend=c10d",
         "--rdzv-endpoint=10.0.0.5:29500",
         "--rdzv-id=a",
+        "--rdzv-conf=is_host=true",
+        "--local-addr=10.0.0.5",
         "--max-restarts=5",
         "--module",
         "user",
         "node",
         "learner",
     ]
+    joining = torchrun_command(cfg, ["user"], home=False, address="10.0.0.6")
+    assert "--rdzv-conf=is_host=false" in joining and "--local-addr=10.0.0.6" in joining
+    assert not any(a.startswith("--local-addr") for a in torchrun_command(cfg, ["user"], home=False))
     with pytest.raises(ConfigError, match="needs a module"):
         torchrun_command(cfg, [])
 

@@ -56,13 +56,28 @@ class RanksConfig:
         return self.world_size > 1
 
 
-def torchrun_command(config: RanksConfig, target: Sequence[str], python: str = sys.executable) -> list[str]:
+def torchrun_command(
+    config: RanksConfig,
+    target: Sequence[str],
+    *,
+    home: bool = True,
+    address: str | None = None,
+    python: str = sys.executable,
+) -> list[str]:
     """The torchrun command line that starts this machine's ranks of `target` (a module and its arguments, run
-    with `python -m`). Every machine runs the same command; the home machine also sets `HOME_ENV=1`."""
+    with `python -m`). Every machine runs it; the home machine (`home`, which also sets `HOME_ENV=1`) hosts the
+    rendezvous store at `config.rendezvous`, the others connect to it (`is_host`: torchrun cannot tell from a
+    host name which machine owns an address, e.g. inside a network namespace). `address` is how the other
+    machines reach this one (the home machine's is the rendezvous host); without it torchrun uses the host name."""
     if not target:
         raise ConfigError("torchrun needs a module to run")
+    if home:
+        address = config.rendezvous.rpartition(":")[0]
     command = [python, "-m", "torch.distributed.run"]
     command += [f"--nnodes={config.machines}", f"--nproc-per-node={config.processes_per_machine}"]
     command += ["--rdzv-backend=c10d", f"--rdzv-endpoint={config.rendezvous}", f"--rdzv-id={config.run_id}"]
+    command += [f"--rdzv-conf=is_host={'true' if home else 'false'}"]
+    if address:
+        command += [f"--local-addr={address}"]
     command += [f"--max-restarts={config.max_restarts}", "--module"]
     return command + list(target)
