@@ -6,18 +6,26 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 
 from user.policies.base import TensorObs
+from user.policies.draws import Draws
 
 
-def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """(B, C, H, W) -> same shape, each image shifted by an independent integer offset in [-pad, pad]^2."""
+def _draws(source: Draws | torch.Generator | None) -> Draws:
+    return source if isinstance(source, Draws) else Draws(source)
+
+
+def random_shift(images: torch.Tensor, pad: int, draws: Draws | torch.Generator | None = None) -> torch.Tensor:
+    """(B, C, H, W) -> same shape, each image shifted by an independent integer offset in [-pad, pad]^2, drawn
+    row by row (`Draws`: a generator, or one shared by a learner's ranks)."""
     assert images.dim() == 4, images.shape
     if pad <= 0:
         return images
     b, _, h, w = images.shape
     padded = F.pad(images, (pad, pad, pad, pad), mode="replicate")
-    # Offsets are drawn on the host (where the seeded generator lives), then moved to the images' device.
-    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(images.device)
-    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(images.device)
+    # Offsets are drawn on the host (where a seeded generator lives), then moved to the images' device.
+    rng = _draws(draws)
+    host = torch.device("cpu")
+    dx = rng.integers(0, 2 * pad + 1, (b,), host).to(images.device)
+    dy = rng.integers(0, 2 * pad + 1, (b,), host).to(images.device)
     rows = (dy.view(b, 1) + torch.arange(h, device=images.device).view(1, h)).view(b, 1, h, 1)
     cols = (dx.view(b, 1) + torch.arange(w, device=images.device).view(1, w)).view(b, 1, 1, w)
     batch = torch.arange(b, device=images.device).view(b, 1, 1, 1)
@@ -27,8 +35,9 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | No
     return shifted
 
 
-def augment_obs(obs: TensorObs, pad: int, generator: torch.Generator | None = None) -> TensorObs:
+def augment_obs(obs: TensorObs, pad: int, draws: Draws | torch.Generator | None = None) -> TensorObs:
     """`obs` with every camera's images randomly shifted (the state is left alone)."""
     if not obs.images or pad <= 0:
         return obs
-    return obs.with_images({k: random_shift(v, pad, generator) for k, v in obs.images.items()})
+    rng = _draws(draws)
+    return obs.with_images({k: random_shift(v, pad, rng) for k, v in obs.images.items()})

@@ -9,11 +9,12 @@ libraries (the GPU benchmark runs on machines that have only torch, numpy and py
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
@@ -107,14 +108,50 @@ def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
             t.lerp_(s, tau)
 
 
+class RankSync(Protocol):
+    """What a data-parallel algorithm asks of the learner's ranks (`user.distributed.data_parallel.DataParallel`)."""
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    def average_gradients(self, params: Iterable[torch.Tensor]) -> None:
+        """Each gradient replaced by its mean over the ranks."""
+        ...
+
+    def total(self, count: int) -> int:
+        """The sum of `count` over the ranks."""
+        ...
+
+
 class Algorithm(ABC):
-    """A learner-side algorithm around a policy: `update(batch) -> TrainingStats`, checkpoint state."""
+    """A learner-side algorithm around a policy: `update(batch) -> TrainingStats`, checkpoint state.
+
+    Data-parallel (`join_ranks`): every rank runs `update_tensors` on its share of one global batch (the lead
+    orders the batch with `row_order` and `row_chunks` first), gradients are averaged over the ranks before every
+    optimizer step, and every row's random draws are the ones one process would make, so the ranks train as one."""
 
     policy: Policy
+    ranks: RankSync | None = None  # the ranks this algorithm trains with (None: one process)
 
     @abstractmethod
     def update(self, batch: TransitionBatch) -> TrainingStats:
         """One training step on a buffer batch (may be several gradient steps, e.g. UTD > 1)."""
+
+    def join_ranks(self, ranks: RankSync) -> None:
+        """Train as one of `ranks` from now on (see the class docstring); `AlgorithmError` where not supported."""
+        raise AlgorithmError(f"{type(self).__name__} does not train data-parallel")
+
+    def row_order(self, rows: int) -> npt.NDArray[np.int64] | None:
+        """The order the rows of a global batch of `rows` are trained in (None: as drawn), decided on the lead."""
+        return None
+
+    @property
+    def row_chunks(self) -> int:
+        """How many consecutive slices one update splits its batch into (e.g. one per gradient step of UTD > 1)."""
+        return 1
 
     def prepare(self, batch: TransitionBatch) -> TorchBatch:
         """`batch` as tensors on the policy's device: the part of `update` that reads no training state."""

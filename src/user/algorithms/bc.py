@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
-from user.algorithms.base import Algorithm, AlgorithmError, TorchBatch, TrainingStats, to_torch
+from user.algorithms.base import Algorithm, AlgorithmError, RankSync, TorchBatch, TrainingStats, to_torch
 from user.config import setting
 from user.policies.base import Policy, TensorObs
 
@@ -71,19 +71,32 @@ class BC(Algorithm):
     def update_prepared(self, batch: TorchBatch) -> TrainingStats:
         return self.update_tensors(batch)
 
+    def join_ranks(self, ranks: RankSync) -> None:
+        """Each rank weighs its loss by its share of the selected rows, so the averaged gradient is the mean over
+        all of them (HG-DAgger selects a different number on each rank)."""
+        self.ranks = ranks
+
     def update_tensors(self, batch: TorchBatch) -> TrainingStats:
         rows = self.select(batch)
-        if len(rows) == 0:
+        n = len(rows)
+        total = n if self.ranks is None else self.ranks.total(n)
+        if total == 0:
             return TrainingStats(self.steps, {}, {"rows": 0.0})
         assert isinstance(self.policy, Imitable)
-        loss, info = bc_loss(self.policy, rows.obs, rows.action, self.config.loss)
         self.optim.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
+        loss, info = torch.zeros(()), dict[str, float]()
+        share = 1.0 if self.ranks is None else n * self.ranks.world_size / total  # averaged: the mean over all rows
+        if n > 0:
+            loss, info = bc_loss(self.policy, rows.obs, rows.action, self.config.loss)
+            (loss * share).backward()  # type: ignore[no-untyped-call]
+        if self.ranks is not None:  # a rank with no selected rows sends zeros
+            self.ranks.average_gradients(list(self.policy.actor.parameters()))
         if self.config.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(list(self.policy.actor.parameters()), self.config.grad_clip)
         self.optim.step()
         self.steps += 1
-        return TrainingStats(self.steps, {"bc": float(loss.detach())}, {**info, "rows": float(len(rows))})
+        weighted = float(loss.detach()) * share  # what the ranks' mean makes the loss over all their rows
+        return TrainingStats(self.steps, {"bc": weighted}, {**info, "rows": float(total)})
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from user.algorithms.base import TorchBatch, TrainingStats
@@ -88,16 +89,21 @@ class RLPD(SAC):
     def __init__(self, policy: Policy, config: RLPDConfig | None = None, seed: int = 0) -> None:
         super().__init__(policy, config or RLPDConfig(), seed=seed)
 
+    def row_order(self, rows: int) -> npt.NDArray[np.int64]:
+        """The shuffle of a batch's rows before it is sliced, so each slice sees demonstrations and online data."""
+        order: npt.NDArray[np.int64] = np.random.default_rng(self.critic_steps).permutation(rows)
+        return order
+
     def update(self, batch: TransitionBatch) -> TrainingStats:
         """One update on a batch the buffer already mixed; the slices are shuffled so each sees both kinds."""
-        order = np.random.default_rng(self.critic_steps).permutation(len(batch))
+        order = self.row_order(len(batch))
         stats = super().update(batch.take(order))
         info = {**stats.info, "demo_fraction": float(np.mean(batch.is_demo))}
         return TrainingStats(stats.updates, stats.losses, info)
 
     def update_prepared(self, batch: TorchBatch) -> TrainingStats:
         """`update` on a prepared batch: the same shuffle of its rows (drawn when the update runs), on the device."""
-        order = np.random.default_rng(self.critic_steps).permutation(len(batch))
+        order = self.row_order(len(batch))
         stats = self.update_tensors(batch.select(torch.as_tensor(order, device=batch.action.device)))
         info = {**stats.info, "demo_fraction": float(batch.is_demo.sum()) / len(batch)}
         return TrainingStats(stats.updates, stats.losses, info)

@@ -22,6 +22,7 @@ from user.algorithms.base import (
     Algorithm,
     AlgorithmConfig,
     AlgorithmError,
+    RankSync,
     TorchBatch,
     TrainingStats,
     polyak_update,
@@ -30,6 +31,7 @@ from user.algorithms.base import (
 from user.algorithms.critics import EnsembleQ
 from user.config import setting
 from user.policies.base import Policy
+from user.policies.draws import Draws
 
 if TYPE_CHECKING:
     from user.buffer.batch import TransitionBatch
@@ -168,6 +170,8 @@ class SAC(Algorithm):
         self.policy = policy
         self.config = cfg = config or SACConfig()
         self.generator = torch.Generator().manual_seed(seed)  # subsample and augmentation draws
+        self.draws = Draws(self.generator)  # the augmentation's per-row draws (shared by ranks: `join_ranks`)
+        self._seed = seed
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             encoder = policy.encoder()
@@ -220,8 +224,8 @@ class SAC(Algorithm):
         if self.config.augmentation != "drq":
             return batch
         pad = self.config.drq_pad
-        obs = augment_obs(batch.obs, pad, self.generator)  # drawn before next_obs: the generator's order
-        return dataclasses.replace(batch, obs=obs, next_obs=augment_obs(batch.next_obs, pad, self.generator))
+        obs = augment_obs(batch.obs, pad, self.draws)  # drawn before next_obs: the generator's order
+        return dataclasses.replace(batch, obs=obs, next_obs=augment_obs(batch.next_obs, pad, self.draws))
 
     def target_members(self) -> torch.Tensor:
         """Indices of the target critics the TD target takes its minimum over (a random subset for REDQ)."""
@@ -274,11 +278,27 @@ class SAC(Algorithm):
         return None
 
     def _step(self, optim: torch.optim.Optimizer, loss: torch.Tensor, params: Any) -> None:
+        stepped = list(params)
         optim.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
+        if self.ranks is not None:  # every rank's share: the mean gradient is the whole batch's
+            self.ranks.average_gradients(stepped)
         if self.config.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(list(params), self.config.grad_clip)
+            torch.nn.utils.clip_grad_norm_(stepped, self.config.grad_clip)
         optim.step()
+
+    # ---- data-parallel -----------------------------------------------------------------------------
+
+    def join_ranks(self, ranks: RankSync) -> None:
+        """Gradients averaged at every step; augmentation and sampling noise drawn for the whole batch's rows."""
+        self.ranks = ranks
+        self.draws = Draws(self.generator, ranks.world_size, ranks.rank)
+        noise = torch.Generator().manual_seed(self._seed + 1)  # alike on every rank
+        self.policy.draws = Draws(noise, ranks.world_size, ranks.rank)
+
+    @property
+    def row_chunks(self) -> int:
+        return self.config.utd_ratio
 
     # ---- checkpoints -------------------------------------------------------------------------------
 

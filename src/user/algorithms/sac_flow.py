@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import torch
 
-from user.algorithms.base import AlgorithmError, TorchBatch
+from user.algorithms.base import AlgorithmError, RankSync, TorchBatch
 from user.algorithms.sac import SAC, SACConfig
 from user.config import setting
 from user.policies.base import Policy
@@ -47,6 +47,11 @@ class SACFlow(SAC):
 
     def __init__(self, policy: FlowPolicy, config: SACFlowConfig | None = None, seed: int = 0) -> None:
         super().__init__(policy, config or SACFlowConfig(), seed)
+
+    def join_ranks(self, ranks: RankSync) -> None:
+        if self.config.bc_weight > 0:  # its demo rows differ in number between ranks: not averaged exactly yet
+            raise AlgorithmError("SAC-Flow with a demonstration BC term (bc_weight > 0) does not train data-parallel")
+        super().join_ranks(ranks)
 
     def actor_regulariser(self, batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float], dict[str, float]] | None:
         """Flow-matching BC on the demonstration rows of the batch, weighted by `bc_weight`."""

@@ -29,6 +29,16 @@ class DataParallel:
     def world_size(self) -> int:
         return self.group.env.world_size
 
+    @property
+    def rank(self) -> int:
+        return self.group.env.rank
+
+    def total(self, count: int) -> int:
+        """The sum of `count` over the ranks."""
+        packed = torch.tensor([count], dtype=torch.int64, device=self.group.device)
+        dist.all_reduce(packed)
+        return int(packed.item())
+
     def average_gradients(self, params: Iterable[torch.Tensor]) -> None:
         """Every parameter's gradient replaced by its mean over the ranks (a parameter with no gradient on this rank
         counts as a zero one, so every rank sends the same buffers)."""
