@@ -13,7 +13,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict, set_state_dict
 
 from user.distributed import checkpoint
-from user.distributed.group import RankEnv, close_group, open_group
+from user.distributed.group import RankEnv, close_group, end_process, open_group
 from user.distributed.ranks import RanksConfig
 
 
@@ -70,3 +70,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    end_process(0)  # no interpreter teardown: torch's C++ threads can abort it after the work is done

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from user.distributed.data_parallel import DataParallel
-from user.distributed.group import RankEnv, close_group, open_group
+from user.distributed.group import RankEnv, close_group, end_process, open_group
 from user.distributed.ranks import RanksConfig
 
 
@@ -51,3 +51,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    end_process(0)  # no interpreter teardown: torch's C++ threads can abort it after the work is done

@@ -12,7 +12,7 @@ import numpy as np
 from test.buffer.factories import transition
 from user.buffer.batch import TransitionBatch, collate
 from user.distributed.batch_share import share_batch
-from user.distributed.group import RankEnv, close_group, open_group
+from user.distributed.group import RankEnv, close_group, end_process, open_group
 from user.distributed.ranks import RanksConfig
 
 GLOBAL_ROWS = 8
@@ -44,3 +44,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    end_process(0)  # no interpreter teardown: torch's C++ threads can abort it after the work is done

@@ -17,7 +17,7 @@ def test_one_process_on_one_machine_is_not_distributed() -> None:
 def test_the_torchrun_command_names_every_setting() -> None:
     cfg = RanksConfig(processes_per_machine=4, machines=2, rendezvous="10.0.0.5:29500", max_restarts=5, run_id="a")
     command = torchrun_command(cfg, ["user", "node", "learner"], python="/py")
-    assert command[:3] == ["/py", "-m", "torch.distributed.run"]
+    assert command[:3] == ["/py", "-m", "user.distributed.launch"]
     assert command[3:] == [
         "--nnodes=2",
         "--nproc-per-node=4",

@@ -11,7 +11,7 @@ import numpy as np
 
 from test.distributed.share_worker import global_batch
 from user.distributed.batch_share import share_batch
-from user.distributed.group import RankEnv, close_group, open_group
+from user.distributed.group import RankEnv, close_group, end_process, open_group
 from user.distributed.ranks import RanksConfig
 
 
@@ -39,3 +39,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    end_process(0)  # no interpreter teardown: torch's C++ threads can abort it after the work is done

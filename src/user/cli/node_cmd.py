@@ -108,7 +108,15 @@ def run(args: argparse.Namespace) -> int:
         _log.error("%s", exc)
         return EXIT_STARTUP_FAILED
     apply_niceness_from_env()
-    return run_node(args.kind, args.name or args.kind, params, ZenohSettings.from_env())
+    name = args.name or args.kind
+    if args.kind == "learner":
+        from user.distributed.group import end_process
+        from user.nodes.learner_ranks import run_learner_rank, started_by_torchrun
+
+        if started_by_torchrun():  # one of several learner ranks: only the lead runs the node on the Bus
+            lead = lambda: run_node(args.kind, name, params, ZenohSettings.from_env())  # noqa: E731 - deferred
+            end_process(run_learner_rank(name, params, lead))
+    return run_node(args.kind, name, params, ZenohSettings.from_env())
 
 
 def _inspect(args: argparse.Namespace) -> int:

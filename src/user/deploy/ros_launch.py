@@ -111,10 +111,15 @@ def ros_parameters(launch: NodeLaunch) -> dict[str, Any]:
 
 
 def ros_launches(deployment: Deployment, log_dir: Path) -> list[RosNodeLaunch]:
-    return [
-        RosNodeLaunch(launch, ros_parameters(launch), log_dir / f"{launch.name}.status")
-        for launch in launches(deployment)
-    ]
+    nodes = launches(deployment)
+    for launch in nodes:
+        if launch.ranks is not None:  # never a setting quietly ignored: say what runs it
+            raise ConfigError(
+                f"node {launch.name!r} (learner): ranks ({launch.ranks.world_size} processes) are started by "
+                "`user bringup` only; under ros2 launch give the learner one process (no ranks), or run it at a "
+                "Zenoh site with `user bringup`"
+            )
+    return [RosNodeLaunch(launch, ros_parameters(launch), log_dir / f"{launch.name}.status") for launch in nodes]
 
 
 def prepare(config: str, run_dir: str, resume: bool, search_dirs: list[str | Path]) -> tuple[Path, list[RosNodeLaunch]]:

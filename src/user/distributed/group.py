@@ -9,14 +9,19 @@ group) instead of waiting forever.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import TCPStore
+from torch.distributed.distributed_c10d import PrefixStore
 
 from user.distributed.ranks import HOME_ENV, RanksConfig
 
@@ -85,7 +90,14 @@ def open_group(config: RanksConfig, env: RankEnv) -> RankGroup:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     timeout = datetime.timedelta(seconds=config.collective_timeout_s)
-    dist.init_process_group(backend, timeout=timeout, device_id=device if device.type == "cuda" else None)
+    dist.init_process_group(
+        backend,
+        store=_attempt_store(env, timeout),
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timeout,
+        device_id=device if device.type == "cuda" else None,
+    )
     gathered: list[object] = [None] * env.world_size
     dist.all_gather_object(gathered, (env.home, env.local_rank))
     homes = [(bool(g[0]), int(g[1])) for g in gathered if isinstance(g, tuple)]
@@ -108,7 +120,40 @@ def open_group(config: RanksConfig, env: RankEnv) -> RankGroup:
     return RankGroup(env, backend, device, leads[0])
 
 
-def close_group() -> None:
-    """Leave the group (nothing to do when none was joined)."""
-    if dist.is_initialized():
-        dist.destroy_process_group()
+def _attempt_store(env: RankEnv, timeout: datetime.timedelta) -> PrefixStore:
+    """The store the group forms through, its keys under this start's own prefix: after torchrun restarts the group,
+    the ranks would otherwise find the addresses the dead ranks of the last start left there (gloo then connects
+    to a port nobody listens on). torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE) or rank 0 does."""
+    try:
+        host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    except (KeyError, ValueError) as exc:
+        raise RankError(f"torchrun's MASTER_ADDR/MASTER_PORT are missing or not numeric: {exc}") from exc
+    hosts = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true" and env.rank == 0
+    store = TCPStore(host, port, env.world_size, is_master=hosts, timeout=timeout, wait_for_workers=False)
+    return PrefixStore(f"/user/start_{env.restart}", store)
+
+
+def end_process(code: int) -> NoReturn:
+    """End a rank's process with `code` once its group is closed and its output flushed, without the interpreter's
+    teardown: torch's and gloo's C++ threads being destroyed at exit sometimes abort the process ("terminate called
+    without an active exception", exit -6 after all its work was done), which torchrun would read as a failure."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def close_group(*, together: bool = True) -> None:
+    """Leave the group (nothing to do when none was joined). `together`: first wait until every rank is leaving
+    (a barrier, within the collective deadline): a rank that tears its connections down while another still uses
+    them can abort in gloo's teardown (`terminate called without an active exception`). Without it (a peer is
+    known gone), leave at once."""
+    if not dist.is_initialized():
+        return
+    if together:
+        try:
+            dist.barrier()
+        except RuntimeError as exc:  # a peer already gone: nothing left to wait for
+            _log.debug("leaving the group without the others: %s", exc)
+    dist.destroy_process_group()

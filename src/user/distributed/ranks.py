@@ -73,7 +73,7 @@ def torchrun_command(
         raise ConfigError("torchrun needs a module to run")
     if home:
         address = config.rendezvous.rpartition(":")[0]
-    command = [python, "-m", "torch.distributed.run"]
+    command = [python, "-m", "user.distributed.launch"]  # torchrun; a stop by signal is a stop (launch.py)
     command += [f"--nnodes={config.machines}", f"--nproc-per-node={config.processes_per_machine}"]
     command += ["--rdzv-backend=c10d", f"--rdzv-endpoint={config.rendezvous}", f"--rdzv-id={config.run_id}"]
     command += [f"--rdzv-conf=is_host={'true' if home else 'false'}"]

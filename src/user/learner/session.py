@@ -18,14 +18,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from user.algorithms.base import TrainingStats
+from user.buffer.batch import TransitionBatch
 from user.buffer.info import BufferInfo
 from user.buffer.replay import ReplayBuffer
+from user.distributed.commands import Op
+from user.distributed.current import this_rank
 from user.interfaces.domain import Transition
 from user.learner.checkpoint import Checkpoint, CheckpointStore, CheckpointWriteError, LearnerCounters
 from user.learner.config import check_batch_split
 from user.learner.device import resolve_device
 from user.learner.progress import ProgressLog
 from user.learner.publication import Publication, WeightSink
+from user.learner.ranked_update import RankedUpdate
 from user.learner.session_config import SessionConfig, learner_buffer_config
 from user.learner.speed import speed_plan
 from user.learner.sync_phases import Episode, SyncPhases, SyncSchedule
@@ -62,7 +67,9 @@ class LearningSession:
         self.buffer = ReplayBuffer.open(
             run_dir / "buffer", learner_buffer_config(learning, config.pacing, config.buffer)
         )
-        self.policy = learning.build_policy().to(resolve_device(config.device))
+        self.rank = this_rank()  # one of a learner's ranks (the lead: this process talks on the Bus), or None
+        device = self.rank.group.device if self.rank is not None else resolve_device(config.device)
+        self.policy = learning.build_policy().to(device)
         self.algorithm = learning.build_algorithm(self.policy)
         self.counters = LearnerCounters()
         self.store = CheckpointStore(run_dir / "checkpoints", config.keep_checkpoints)
@@ -75,7 +82,9 @@ class LearningSession:
             sample_timeout_s=config.pacing.sample_timeout_s,
             after_update=self._after_update,
             speed=speed,
+            ranked=self._ranked_update if self.rank is not None else None,
         )
+        self._ranked: RankedUpdate | None = None
         self._lock = threading.Lock()  # counters and buffer writes (bus threads) vs. reports
         self._sink: WeightSink | None = None
         self._last_checkpoint = time.monotonic()
@@ -87,6 +96,8 @@ class LearningSession:
         self._steps_since_train = 0
         self.publication = Publication(self.log, lambda: self.counters.policy_version)  # halted once training diverges
         self.resumed = self._resume() if config.resume else False
+        if self.rank is not None:
+            self._ranked = self._start_ranks()
         self._last_report = (time.monotonic(), self.trainer.counters.gradient_steps)
         self.progress = ProgressLog(run_dir, index=self.buffer.storage.index)  # episodes stored: shown
 
@@ -113,6 +124,8 @@ class LearningSession:
         self._stop.set()
         if not self.trainer.stop(JOIN_TIMEOUT_S):
             self.log.error("training thread did not stop within %.1f s", JOIN_TIMEOUT_S)
+        if self.rank is not None and self.rank.channel is not None:
+            self.rank.channel.close()  # the other ranks stop; the checkpoint below is the lead's alone
         c = self.trainer.snapshot()
         self.log.info(
             "update-to-data ratio reached: %.3f gradient steps per transition (set %.3f), %d gradient steps over %d "
@@ -229,6 +242,22 @@ class LearningSession:
         self._publish(self._sink.publish_now)  # releases the robot of `episode`
         if self.on_trained is not None and self.halted is None:
             self.on_trained(*episode, self.counters.policy_version)
+
+    # ---- ranks ----------------------------------------------------------------------------------
+
+    def _start_ranks(self) -> RankedUpdate:
+        """Every rank takes this (the lead's) state, resumed or new; from now on updates are made together."""
+        assert self.rank is not None and self.rank.channel is not None
+        with self.rank.channel.command(Op.START):
+            ranked = RankedUpdate(self.algorithm, self.rank.group)
+        env = self.rank.group.env
+        self.log.info("training on %d ranks (this one, rank %d, talks on the Bus)", env.world_size, env.rank)
+        return ranked
+
+    def _ranked_update(self, batch: TransitionBatch) -> TrainingStats:
+        assert self.rank is not None and self.rank.channel is not None and self._ranked is not None
+        with self.rank.channel.command(Op.UPDATE):
+            return self._ranked.update(batch)
 
     # ---- checkpoints ----------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from user.buffer.config import BufferConfig, RateLimiterConfig
 from user.config.strict import setting
+from user.distributed.ranks import RanksConfig
 from user.learner.config import LearningConfig, PacingConfig
 from user.learner.device import DEVICE_HELP
 from user.learner.speed import SpeedConfig
@@ -34,6 +35,7 @@ class SessionConfig:
     keep_checkpoints: int = setting(3, "numbered checkpoints kept beside latest.pt", min=1)
     device: str = setting("cpu", DEVICE_HELP)
     speed: SpeedConfig = setting(SpeedConfig(), "GPU speed-ups: prefetch, bf16 autocast, channels-last, compile")
+    ranks: RanksConfig = setting(RanksConfig(), "learner processes on this and other machines, started by torchrun")
     sync_train_timeout_s: float = setting(600.0, "sync mode: longest training phase, s", min=1.0)
 
 

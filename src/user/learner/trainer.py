@@ -79,6 +79,7 @@ class Trainer:
         on_failure: OnFailure | None = None,
         max_unreadable_in_a_row: int = MAX_UNREADABLE_IN_A_ROW,
         speed: SpeedPlan | None = None,
+        ranked: Callable[[TransitionBatch], TrainingStats] | None = None,
     ) -> None:
         self.algorithm = algorithm
         self.buffer = buffer
@@ -97,7 +98,10 @@ class Trainer:
         self._thread: threading.Thread | None = None
         self._started = time.monotonic()
         self._feed_wait_seen = 0.0  # the buffer's `wait_s` already counted
+        self.ranked = ranked  # the update made by every rank of a learner on several (the lead's batches)
         self.speed = speed or SpeedPlan()
+        if ranked is not None:  # the ranks share the lead's host batches: nothing is prepared ahead on one device
+            self.speed = dataclasses.replace(self.speed, prefetch=False)
         self.fast = FastUpdate(algorithm, self.speed, _log)
         self._prefetcher: Prefetcher[TransitionBatch] | None = None
 
@@ -221,6 +225,8 @@ class Trainer:
         return True
 
     def _update(self, batch: TransitionBatch | Prepared) -> TrainingStats:
+        if self.ranked is not None and isinstance(batch, TransitionBatch):
+            return self.ranked(batch)
         if isinstance(batch, Prepared):
             return self.fast.update_prepared(batch.batch())
         return self.fast.update(batch)

@@ -17,9 +17,9 @@ from user.algorithms.hg_dagger import HGDagger
 from user.algorithms.rlpd import RLPDConfig
 from user.algorithms.sac import SACConfig
 from user.algorithms.sac_flow import SACFlowConfig
-from user.distributed.group import RankEnv, close_group, open_group
-from user.distributed.ranked_update import RankedUpdate
+from user.distributed.group import RankEnv, close_group, end_process, open_group
 from user.distributed.ranks import RanksConfig
+from user.learner.ranked_update import RankedUpdate
 from user.policies.cnn import CNNPolicy, CNNPolicyConfig
 from user.policies.flow import FlowPolicy, FlowPolicyConfig
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
@@ -82,3 +82,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    end_process(0)  # no interpreter teardown: torch's C++ threads can abort it after the work is done

@@ -15,7 +15,7 @@ from test.distributed.test_batch_share import run_ranks
 from user.algorithms.base import AlgorithmError
 from user.algorithms.sac_flow import SACFlowConfig
 from user.distributed.group import RankError
-from user.distributed.ranked_update import share_order
+from user.learner.ranked_update import share_order
 from user.policies.flow import FlowPolicy, FlowPolicyConfig
 
 pytestmark = pytest.mark.timeout(300)
@@ -25,7 +25,7 @@ ALGORITHMS = ("sac", "rlpd", "sac_drq_images", "sac_flow", "bc", "hg_dagger")
 def trained(tmp_path: Path, nproc: int) -> dict[str, list[dict[str, Any]]]:
     out = tmp_path / f"world{nproc}"
     out.mkdir()
-    done = run_ranks(out, "test.distributed.ranked_update_worker", nproc=nproc, args=(str(out), *ALGORITHMS))
+    done = run_ranks(out, "test.learner.ranked_update_worker", nproc=nproc, args=(str(out), *ALGORITHMS))
     assert done.returncode == 0, done.stderr[-3000:]
     return {name: [torch.load(out / f"{name}_rank{r}.pt") for r in range(nproc)] for name in ALGORITHMS}
 
