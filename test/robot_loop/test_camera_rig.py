@@ -4,7 +4,6 @@ nothing is recorded) with one console line, and the robot moves on once it deliv
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -16,15 +15,7 @@ from user.interfaces.domain import Action
 from user.robot_loop import ActionGate, ControlLoop, Observer, TaskScorer
 from user.robot_loop.camera_rig import CameraRig
 from user.robot_loop.observe import ObserverConfig
-from user.sim import SimCameraConfig, SimFrankaRobot, SimRobotConfig
-
-
-@pytest.fixture
-def robot() -> Iterator[SimFrankaRobot]:
-    r = SimFrankaRobot(SimRobotConfig(robot_id="arm", task="button_press", cameras=SimCameraConfig(names=())))
-    r.connect()
-    yield r
-    r.close()
+from user.sim import SimFrankaRobot
 
 
 def _loop(robot: SimFrankaRobot, rig: CameraRig) -> ControlLoop:

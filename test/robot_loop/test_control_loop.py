@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -25,14 +24,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.t
-
-
-@pytest.fixture
-def robot() -> Iterator[SimFrankaRobot]:
-    r = SimFrankaRobot(SimRobotConfig(robot_id="arm", task="button_press", cameras=SimCameraConfig(names=())))
-    r.connect()
-    yield r
-    r.close()
 
 
 def _loop(robot: SimFrankaRobot, clock: FakeClock, max_steps: int | None = None, seed: int | None = 0) -> ControlLoop:
