@@ -31,7 +31,8 @@ def deployment(tmp_path: Path) -> Path:
     learner = learner.replace('run_dir: "{run_dir}"\n', f'run_dir: "runs/ranks/learner"\n      ranks: {ranks}\n')
     learner = learner.replace("      torch_threads: 1\n", '      torch_threads: 1\n      credit_topic: ""\n')
     path = tmp_path / "ranks.yaml"
-    path.write_text("name: ranks\nnodes:\n" + learner + arm_nodes("arm_a", "", 1))
+    domain = f"ranks{uuid.uuid4().hex[:6]}"  # its own: a deployment running beside the suite is not this one
+    path.write_text(f"name: ranks\ndomain: {domain}\nnodes:\n" + learner + arm_nodes("arm_a", "", 1))
     return path
 
 
