@@ -1,12 +1,14 @@
 """A deployment whose learner runs as 2 gloo ranks under torchrun, started by `user bringup`: it trains with both
 ranks; rank 1 killed with -9 mid-training, torchrun restarts the group, the lead resumes from its checkpoint and
 training goes on; the robot keeps acting throughout (the learner holds no robot: no data credit); after a clean
-stop, an independent reader of the buffer's MCAP segments finds every episode once, whole, with no gap."""
+stop, an independent reader of the buffer's MCAP segments finds every episode once, whole, with no gap, and the
+robot gave none up."""
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -32,7 +34,11 @@ def deployment(tmp_path: Path) -> Path:
     learner = learner.replace("      torch_threads: 1\n", '      torch_threads: 1\n      credit_topic: ""\n')
     path = tmp_path / "ranks.yaml"
     domain = f"ranks{uuid.uuid4().hex[:6]}"  # its own: a deployment running beside the suite is not this one
-    path.write_text(f"name: ranks\ndomain: {domain}\nnodes:\n" + learner + arm_nodes("arm_a", "", 1))
+    # a real-time arm: it never waits for the learner, and its episodes (100 steps at its control rate) arrive as
+    # a real arm's do, so a restart of the learner fits in its outbox (20 episodes); a sim stepping as fast as it can
+    # fills that outbox within a restart and gives episodes up (logged), which is what the outbox's size is for
+    arm = arm_nodes("arm_a", "", 1, robot="realtime: true, control_rate_hz: 50.0")
+    path.write_text(f"name: ranks\ndomain: {domain}\nnodes:\n" + learner + arm)
     return path
 
 
@@ -56,6 +62,14 @@ def rank_pid(rank: int, run_id_dir: Path) -> int | None:
         if ours and cwd == str(run_id_dir):
             return int(pid)
     return None
+
+
+def owed(learner_log: str, arm_log: str) -> set[str]:
+    """Episodes the learner dropped as cut (the restart began or ended inside them) or the robot re-sends, that the
+    learner has not stored from the robot's outbox yet."""
+    cut = set(re.findall(r"dropping robot arm_a's episode (\d+) \(\d+ steps\): first step received", learner_log))
+    resent = set(re.findall(r"no receipt for episode (\d+) from the learner", arm_log))
+    return (cut | resent) - set(re.findall(r"stored re-sent episode (\d+) of arm_a", learner_log))
 
 
 def stored_steps(buffer: Path) -> Counter[tuple[str, int, int]]:
@@ -86,10 +100,14 @@ def test_a_two_rank_learner_survives_a_killed_rank_without_losing_data(tmp_path:
         assert wait_until(lambda: update_calls(progress) >= killed_at + 150, 180.0), log.read_text()[-3000:]
         text = log.read_text()
         assert "resumed from" in text and text.count("training on 2 ranks") >= 2
+        arm_log = tmp_path / "runs/ranks/logs/arm_a.log"
+        # the episodes the restart cut or missed come again from the robot's outbox (5 s after they end)
+        assert wait_until(lambda: not owed(log.read_text(), arm_log.read_text()), 60.0), owed(log.read_text(), "")
         assert run.stop() == 0, run.text()[-3000:]
     finally:
         kill_left(started)
-    assert "steps wait for its credit" not in (tmp_path / "runs/ranks/logs/arm_a.log").read_text()
+    arm_text = (tmp_path / "runs/ranks/logs/arm_a.log").read_text()
+    assert "steps wait for its credit" not in arm_text and "gave up episode" not in arm_text
     seen = stored_steps(tmp_path / "runs/ranks/learner/buffer")
     assert seen and max(seen.values()) == 1, [k for k, n in seen.items() if n > 1][:5]  # nothing twice
     episodes: dict[int, set[int]] = defaultdict(set)
