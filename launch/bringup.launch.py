@@ -9,7 +9,8 @@ logged with what follows; a configuration error (exit code 2) is never respawned
 with launch's own events (Humble's launch has no `respawn_max_retries`) and resets after `respawn_reset_s` of
 running; a node that does not report running within `start_timeout_s` is shut down (launch's ShutdownProcess:
 SIGINT, then SIGTERM, then SIGKILL); a node that ends the run (exit code 5: the learner reached its
-`stop_after`) shuts the launch down cleanly; a required node gone for good ends the launch with exit code 1 (an
+`stop_after`) shuts the launch down cleanly; a learner with `ranks` runs under torchrun (launch's `prefix`), which
+restarts its ranks itself; a required node gone for good ends the launch with exit code 1 (an
 exception from the exit handler: Humble's launch logs it in one line, shuts the other nodes down and returns 1).
 The shutdown allowance (`shutdown_timeout_s`) is launch's `sigterm_timeout`; on Ctrl-C launch signals all nodes
 at once. Only launch and launch_ros names that exist on Humble are used.
@@ -70,6 +71,7 @@ def _start(spec: RosNodeLaunch, life: NodeLife) -> list:
         name=launch.name,
         arguments=[launch.kind],
         parameters=[spec.parameters],
+        prefix=spec.prefix,  # torchrun for a learner on several ranks
         additional_env=spec.env,
         output="screen",
         sigterm_timeout=spec.sigterm_timeout,

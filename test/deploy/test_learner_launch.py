@@ -1,8 +1,10 @@
 """How a learner with ranks is started: `user bringup` runs torchrun (this machine's ranks, the home machine's
-marker) and every other node as before; the ROS launch refuses it with the reason rather than run one process."""
+marker) and every other node as before; the ROS launch puts torchrun before the node's executable (launch_ros'
+`prefix`), so every rank runs the node's own command line."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -49,9 +51,13 @@ def test_one_process_is_todays_learner(tmp_path: Path) -> None:
     assert learner.ranks is None and learner.zenoh_command()[1:5] == ["-m", "user", "node", "learner"]
 
 
-def test_ros_launch_refuses_ranks_with_the_reason(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"ranks \(2 processes\) are started by `user bringup` only"):
-        ros_launches(load(deployment(tmp_path, "{processes_per_machine: 2}")), tmp_path)
+def test_ros_launch_starts_the_learners_ranks_with_torchrun_before_its_executable(tmp_path: Path) -> None:
+    nodes = {n.launch.name: n for n in ros_launches(load(deployment(tmp_path, "{processes_per_machine: 2}")), tmp_path)}
+    prefix = shlex.split(nodes["learner"].prefix or "")
+    assert prefix[1:3] == ["-m", "user.distributed.launch"] and "--nproc-per-node=2" in prefix
+    assert prefix[-1] == "--no-python" and "--module" not in prefix  # the node's executable follows as it is
+    assert nodes["learner"].env[HOME_ENV] == "1"
+    assert nodes["arm_a"].prefix is None  # every other node as before
 
 
 def test_bad_ranks_settings_name_the_node(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ exited and whether it reported running within its start deadline; when a node co
 from __future__ import annotations
 
 import contextlib
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment, load, resolve_path
 from user.deploy.respawn import NodeLife
 from user.deploy.run_dir import bind, continue_episode_ids, fresh_run_dir, save
+from user.distributed.ranks import torchrun_command
 from user.runtime.kinds import load_kind
 from user.runtime.status import ENV_STATUS_FILE, REASONED, RUNNING, read_status, record_exit
 
@@ -46,6 +48,15 @@ class RosNodeLaunch:
     def env(self) -> dict[str, str]:
         """The node's extra environment: the deployment's, and where it writes its status."""
         return {**self.launch.env, ENV_STATUS_FILE: str(self.status_file)}
+
+    @property
+    def prefix(self) -> str | None:
+        """What launch puts before the node's executable (launch_ros `Node(prefix=...)`): for a learner on several
+        ranks, torchrun starting this machine's ranks, each running the node's `user_node` command line as it is
+        (`user.runtime.ros_runner` makes the lead the ROS node and the others its followers); else None."""
+        if self.launch.ranks is None:
+            return None
+        return shlex.join(torchrun_command(self.launch.ranks, [], script=True))
 
     @property
     def sigterm_timeout(self) -> str:
@@ -111,15 +122,10 @@ def ros_parameters(launch: NodeLaunch) -> dict[str, Any]:
 
 
 def ros_launches(deployment: Deployment, log_dir: Path) -> list[RosNodeLaunch]:
-    nodes = launches(deployment)
-    for launch in nodes:
-        if launch.ranks is not None:  # never a setting quietly ignored: say what runs it
-            raise ConfigError(
-                f"node {launch.name!r} (learner): ranks ({launch.ranks.world_size} processes) are started by "
-                "`user bringup` only; under ros2 launch give the learner one process (no ranks), or run it at a "
-                "Zenoh site with `user bringup`"
-            )
-    return [RosNodeLaunch(launch, ros_parameters(launch), log_dir / f"{launch.name}.status") for launch in nodes]
+    return [
+        RosNodeLaunch(launch, ros_parameters(launch), log_dir / f"{launch.name}.status")
+        for launch in launches(deployment)
+    ]
 
 
 def prepare(config: str, run_dir: str, resume: bool, search_dirs: list[str | Path]) -> tuple[Path, list[RosNodeLaunch]]:

@@ -63,13 +63,16 @@ def torchrun_command(
     home: bool = True,
     address: str | None = None,
     python: str = sys.executable,
+    script: bool = False,
 ) -> list[str]:
     """The torchrun command line that starts this machine's ranks of `target` (a module and its arguments, run
     with `python -m`). Every machine runs it; the home machine (`home`, which also sets `HOME_ENV=1`) hosts the
     rendezvous store at `config.rendezvous`, the others connect to it (`is_host`: torchrun cannot tell from a
     host name which machine owns an address, e.g. inside a network namespace). `address` is how the other
-    machines reach this one (the home machine's is the rendezvous host); without it torchrun uses the host name."""
-    if not target:
+    machines reach this one (the home machine's is the rendezvous host); without it torchrun uses the host name.
+    With `script`, the target is an executable run as it is (`--no-python`), and may be left for whoever appends
+    it (ros2 launch puts this command before the node's executable)."""
+    if not target and not script:
         raise ConfigError("torchrun needs a module to run")
     if home:
         address = config.rendezvous.rpartition(":")[0]
@@ -79,5 +82,5 @@ def torchrun_command(
     command += [f"--rdzv-conf=is_host={'true' if home else 'false'}"]
     if address:
         command += [f"--local-addr={address}"]
-    command += [f"--max-restarts={config.max_restarts}", "--module"]
+    command += [f"--max-restarts={config.max_restarts}", "--no-python" if script else "--module"]
     return command + list(target)
