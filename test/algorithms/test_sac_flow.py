@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 from test.algorithms.factories import fixed_batch, through_file
 from test.algorithms.test_sac import _state_equal
+from test.distributed.test_batch_share import run_ranks
 from user.algorithms.base import AlgorithmError, to_torch
 from user.algorithms.critics import EnsembleLinear
 from user.algorithms.sac_flow import SACFlow, SACFlowConfig
@@ -134,3 +136,26 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path: Path) -> None:
     b = other.update(batch)
     assert a == b
     assert _state_equal(sac.state_dict(), other.state_dict())
+
+
+def _trained_on_ranks(tmp_path: Path, nproc: int) -> list[dict[str, Any]]:
+    out = tmp_path / f"world{nproc}"
+    out.mkdir()
+    done = run_ranks(out, "test.algorithms.sac_flow_ranks_worker", nproc=nproc, args=(str(out),))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [torch.load(out / f"rank{r}.pt") for r in range(nproc)]
+
+
+@pytest.mark.timeout(300)
+def test_the_bc_term_trains_on_two_ranks_as_in_one_process(tmp_path: Path) -> None:
+    """Every demonstration row on one rank, none on the other: the BC term, its figures and the weights after 3
+    updates are one process's (each rank weighs its demonstration rows by its share of them)."""
+    (alone,) = _trained_on_ranks(tmp_path, 1)
+    assert all(step["bc"] > 0 for step in alone["losses"])  # the term took part
+    for rank in _trained_on_ranks(tmp_path, 2):
+        for got, want in zip(rank["losses"] + rank["info"], alone["losses"] + alone["info"], strict=True):
+            assert got.keys() == want.keys()
+            for key in want:
+                assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-6), key
+        for key, value in alone["weights"].items():
+            torch.testing.assert_close(rank["weights"][key], value, rtol=1e-4, atol=1e-6, msg=key)

@@ -12,11 +12,8 @@ import pytest
 import torch
 
 from test.distributed.test_batch_share import run_ranks
-from user.algorithms.base import AlgorithmError
-from user.algorithms.sac_flow import SACFlowConfig
 from user.distributed.group import RankError
 from user.learner.ranked_update import share_order
-from user.policies.flow import FlowPolicy, FlowPolicyConfig
 
 pytestmark = pytest.mark.timeout(300)
 ALGORITHMS = ("sac", "rlpd", "sac_drq_images", "sac_flow", "bc", "hg_dagger")
@@ -51,10 +48,3 @@ def test_each_rank_holds_its_part_of_every_slice() -> None:
     np.testing.assert_array_equal(share_order(6, 1, 1), np.arange(6))
     with pytest.raises(RankError, match="does not split into 2 slices over 2 ranks"):
         share_order(6, 2, 2)
-
-
-def test_sac_flow_with_a_demonstration_term_refuses_ranks() -> None:
-    flow = FlowPolicy(FlowPolicyConfig(state_dim=3, action_dim=2, hidden=(8,), steps=1))
-    algorithm = SACFlowConfig(bc_weight=0.5).build(flow, seed=0)
-    with pytest.raises(AlgorithmError, match="bc_weight > 0"):
-        algorithm.join_ranks(object())  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from test.algorithms.factories import fixed_batch
 from user.algorithms.base import to_torch
 from user.config import ConfigError, from_mapping
 from user.policies.base import PolicyInput, TensorObs
+from user.policies.draws import Draws
 from user.policies.flow import (
     FlowPolicy,
     FlowPolicyConfig,
@@ -144,12 +145,12 @@ def test_flow_matching_bc_learns_a_fixed_batch() -> None:
 
     def held_out() -> float:
         with torch.no_grad():
-            return float(policy.imitation_loss(batch.obs, batch.action, torch.Generator().manual_seed(99))[0])
+            return float(policy.imitation_loss(batch.obs, batch.action, Draws(torch.Generator().manual_seed(99)))[0])
 
     before = held_out()
     generator = torch.Generator().manual_seed(0)
     for _ in range(300):
-        loss, _ = policy.imitation_loss(batch.obs, batch.action, generator)
+        loss, _ = policy.imitation_loss(batch.obs, batch.action, Draws(generator))
         optim.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         optim.step()

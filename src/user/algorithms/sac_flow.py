@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import torch
 
-from user.algorithms.base import AlgorithmError, RankSync, TorchBatch
+from user.algorithms.base import AlgorithmError, TorchBatch
 from user.algorithms.sac import SAC, SACConfig
 from user.config import setting
 from user.policies.base import Policy
@@ -48,15 +48,21 @@ class SACFlow(SAC):
     def __init__(self, policy: FlowPolicy, config: SACFlowConfig | None = None, seed: int = 0) -> None:
         super().__init__(policy, config or SACFlowConfig(), seed)
 
-    def join_ranks(self, ranks: RankSync) -> None:
-        if self.config.bc_weight > 0:  # its demo rows differ in number between ranks: not averaged exactly yet
-            raise AlgorithmError("SAC-Flow with a demonstration BC term (bc_weight > 0) does not train data-parallel")
-        super().join_ranks(ranks)
-
     def actor_regulariser(self, batch: TorchBatch) -> tuple[torch.Tensor, dict[str, float], dict[str, float]] | None:
-        """Flow-matching BC on the demonstration rows of the batch, weighted by `bc_weight`."""
-        if self.config.bc_weight <= 0 or not bool(batch.is_demo.any()):
+        """Flow-matching BC on the demonstration rows of the batch, weighted by `bc_weight`: the mean over every
+        demonstration row of the global batch. On ranks, each weighs its rows' mean by its share of them (a rank may
+        hold none), so the averaged gradient and the averaged figures are those of one process."""
+        if self.config.bc_weight <= 0:
             return None
-        demo = batch.select(batch.is_demo)
-        bc, info = self.policy.imitation_loss(demo.obs, demo.action, self.generator)
-        return self.config.bc_weight * bc, {"bc": float(bc.detach())}, info
+        demo = batch.is_demo
+        n = int(demo.sum())
+        total = n if self.ranks is None else self.ranks.total(n)  # every rank asks, so all return alike
+        if total == 0:
+            return None
+        share = 1.0 if self.ranks is None else n * self.ranks.world_size / total
+        bc, info = self.policy.imitation_loss(batch.obs, batch.action, self.draws, rows=demo)  # draws for every row
+        if n == 0:  # no demonstration here: no gradient from this rank, the same figures as the others (zeros)
+            bc = torch.zeros((), device=batch.action.device)
+            info = dict.fromkeys(info, 0.0)
+        weighted = {k: v * share for k, v in info.items()}
+        return self.config.bc_weight * bc * share, {"bc": float(bc.detach()) * share}, weighted

@@ -21,6 +21,7 @@ from torch import nn
 from user.config import setting
 from user.policies.base import Encoder, Policy, TensorObs
 from user.policies.cnn import decode_batch
+from user.policies.draws import Draws
 from user.policies.gaussian import gaussian_log_prob, mlp, tanh_log_det
 from user.policies.mlp import StateEncoder
 from user.policies.preprocess import ObservationConfig, normalise_state, preprocess
@@ -193,13 +194,19 @@ class FlowPolicy(Policy):
         return squash_action(self.rollout(obs, x0, noise=False)[0][-1], self.config.squash)
 
     def imitation_loss(
-        self, obs: TensorObs, action: torch.Tensor, generator: torch.Generator | None = None
+        self, obs: TensorObs, action: torch.Tensor, draws: Draws | None = None, rows: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Flow-matching BC: x_0 ~ N(0, I), t ~ U[0, 1), regress v(x_t, t, obs) onto x_1 - x_0."""
+        """Flow-matching BC on `rows` (a boolean mask; every row by default): x_0 ~ N(0, I), t ~ U[0, 1), regress
+        v(x_t, t, obs) onto x_1 - x_0. The draws are made for every row of the batch (`draws`: a row's numbers do not
+        depend on how many ranks share the batch, nor on which other rows are selected)."""
         b = len(obs)
         assert action.shape == (b, self.action_dim), action.shape
+        draws = draws or Draws()
         x1 = unsquash_action(action, self.config.squash)
-        x0 = torch.randn(x1.shape, generator=generator, dtype=x1.dtype).to(x1.device)  # host draws, seeded
-        t = torch.rand(b, generator=generator, dtype=x1.dtype).to(x1.device)
+        x0 = draws.normal(tuple(x1.shape), x1.dtype, x1.device)
+        t = draws.uniform((b,), x1.dtype, x1.device)
+        if rows is not None:
+            obs = TensorObs(obs.state[rows], {k: v[rows] for k, v in obs.images.items()})
+            x0, x1, t = x0[rows], x1[rows], t[rows]
         velocity, _ = self.actor.velocity(self.actor.encoder(obs), interpolate(x0, x1, t), t)
         return flow_matching_loss(velocity, x0, x1)
