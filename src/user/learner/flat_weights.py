@@ -9,7 +9,8 @@ negative numbers are higher priorities, and 0 is also the default stream's), run
 SMs; the host waits for that copy only. With `keep=0` it hands out its own copy of the pinned buffer (a publisher
 may keep a version it published); with `keep=n` it rotates n + 1 pinned buffers and hands them out as they are,
 each valid until n more copies were made (`WeightPublisher` keeps only the version it published last: n = 1).
-On CPU it is today's path unless `preallocated` says otherwise.
+On CPU it is today's path unless `preallocated` says otherwise. An actor sharded over the learner's ranks has no
+whole flat buffer to copy from: its copies are `get_weights`', which gathers the shards first.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ class FlatWeightCopier:
         self, policy: Policy, dtype: torch.dtype | None = None, *, preallocated: bool | None = None, keep: int = 0
     ) -> None:
         self.policy = policy
-        source = self._source()
+        self.sharded = bool(getattr(policy, "sharded", False))  # no whole flat buffer: get_weights gathers
+        source = policy._flat.buffer if self.sharded else self._source()
         self.dtype = dtype or source.dtype
-        device = source.device
-        self.preallocated = device.type == "cuda" if preallocated is None else preallocated
+        device = self.device = policy.device  # where the policy's parameters were when this copier was made
+        self.preallocated = (device.type == "cuda" if preallocated is None else preallocated) and not self.sharded
         self._stream: torch.cuda.Stream | None = None
         self._snapshot: torch.Tensor | None = None
         if self.preallocated and device.type == "cuda":
@@ -40,6 +42,10 @@ class FlatWeightCopier:
         self.keep = keep  # copies handed out as they are stay valid for this many more copies; 0 = always a fresh one
         self._next = 0
 
+    def current(self) -> bool:
+        """Whether this copier still fits its policy (not moved to another device or sharded since it was made)."""
+        return self.device == self.policy.device and self.sharded == bool(getattr(self.policy, "sharded", False))
+
     def _source(self) -> torch.Tensor:
         flat = self.policy._flat  # the policy's one flat parameter buffer (user.policies.base.FlatParameters)
         if not flat.intact():
@@ -48,6 +54,8 @@ class FlatWeightCopier:
 
     def copy(self) -> FlatWeights:
         """The policy's weights now, in `dtype`, on the host: equal to `policy.get_weights(dtype)`."""
+        if self.sharded:
+            return self.policy.get_weights(self.dtype)
         source = self._source()
         if not self.preallocated:
             data = source.to(device="cpu", dtype=self.dtype, copy=True)

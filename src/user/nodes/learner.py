@@ -17,7 +17,9 @@ Topics and services (names configurable):
 - `weights_topic` (user/msg/WeightChunk, latched): the policy's actor weights, versioned and chunked
   (`user.sync`), every `pacing.publish_every` update calls (async) or after each training phase (sync), each
   chunk naming `learner_id`; never weights that are not finite, and nothing more once a training loss was
-  not finite (the session halts publication with one error line, see `user.learner.publication`);
+  not finite (the session halts publication with one error line, see `user.learner.publication`); with
+  `weight_link.port`, every version also goes to co-located rollouts (`weights_from: link`) over torch.distributed
+  (`user.sync.weight_link`);
 - `stats_topic` (user/msg/TrainingStats): progress every `stats_period_s`;
 - `~/checkpoint` (user/srv/Checkpoint), `~/buffer_stats` (user/srv/BufferStats).
 
@@ -61,6 +63,7 @@ from user.runtime.diagnostics import Status
 from user.runtime.node import Node
 from user.sync.chunking import DTYPES
 from user.sync.publisher import WeightPublisher
+from user.sync.weight_link import LinkServe, WeightLinkSender
 
 CREDIT_PERIOD_S = 0.05  # how often the data credit goes out (robots may run `credit_tolerance` ahead)
 
@@ -78,6 +81,9 @@ class LearnerParams(SessionConfig):
         "transitions", "topic under /<robot>/ to learn from (e.g. transitions/rewarded behind a reward node)"
     )
     weights_topic: str = setting("/policy/weights", "where weights are published")
+    weight_link: LinkServe = setting(
+        LinkServe(), "weights to rollouts on this machine over torch.distributed too (port 0: off, Bus only)"
+    )
     stats_topic: str = setting("/learner/stats", "where training stats are published")
     stats_period_s: float = setting(1.0, "stats message and progress row period, s", min=0.05)
     torch_threads: int = setting(0, THREADS_HELP, min=0)
@@ -223,16 +229,24 @@ class LearnerNode(Node):
     # ---- reports --------------------------------------------------------------------------------
 
     def _weight_publisher(self, p: LearnerParams) -> WeightPublisher:
+        dtype, policy = DTYPES[p.pacing.weight_dtype], self.session.policy
+        link = None
+        if p.weight_link.enabled:
+            link = WeightLinkSender(
+                p.weight_link, policy_id=p.learning.policy_id, spec=policy.weight_spec, dtype=dtype,
+                device=policy.device, log=self.log,
+            )  # fmt: skip
         return WeightPublisher(
             self,
             self.session.policy,
             policy_id=p.learning.policy_id,
             topic=p.weights_topic,
             every_k_updates=p.pacing.publish_every if p.pacing.mode == "async" else None,  # sync: after each phase
-            dtype=DTYPES[p.pacing.weight_dtype],
+            dtype=dtype,
             publisher=p.learner_id,
             delta=p.pacing.weight_delta,
             keyframe_every=p.pacing.keyframe_every,
+            link=link,
         )
 
     def _start_credit(self) -> None:

@@ -5,7 +5,10 @@ action on `/<robot>/action`, stamped with the episode, the step and the policy v
 Observations that arrive together (several robots, one control tick) are answered with ONE batched forward
 pass per policy version.
 
-Weights arrive on `weights_topic` (`user.sync`): the newest complete version is kept, and each robot is
+Weights arrive on `weights_topic` (`user.sync`), or, with `weights_from: link` on the learner's machine, over
+torch.distributed from the learner's `weight_link` (`user.sync.link_receiver`: a version applied whole or not at
+all; a link that cannot be reached at start is an error naming its address, never a silent fall back to the Bus).
+Either way the newest complete version is kept, and each robot is
 pinned to the version that was newest when its episode started (`apply: episode_boundary`, the default,
 since mid-episode changes destabilise learning), or follows the newest at every step (`apply: immediate`).
 Robots on different versions are served from different policy copies, so one robot's episode boundary never
@@ -46,6 +49,7 @@ from user.interfaces.domain import Action, action_to_msg, observation_from_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
 from user.interfaces.refusals import Refusals
 from user.runtime.node import Node
+from user.sync.link_receiver import LinkJoin, WeightLinkReceiver
 from user.sync.subscriber import WeightSubscriber
 from user.sync.trained import TrainedEpisodes
 
@@ -56,6 +60,12 @@ class RolloutParams(ActingConfig):
     node wires it: robots and topics, the mode, threads, reports."""
 
     robots: list[str] = setting([], "robot ids this node acts for")
+    weights_from: Literal["bus", "link"] = setting(
+        "bus", "bus: weights_topic; link: the learner's weight_link on this machine, over torch.distributed"
+    )
+    weight_link: LinkJoin = setting(
+        LinkJoin(), "weights_from: link: where the learner serves weights", when=("weights_from", "link")
+    )
     weights_topic: str = setting("/policy/weights", "where the learner publishes weights")
     weights_publisher: str = setting(
         "", "apply only weights published by this learner (its learner_id, named in every chunk); empty: any"
@@ -83,13 +93,19 @@ class RolloutNode(Node):
         p = self.params = self.declare_parameters(RolloutParams)
         torch.set_num_threads(p.torch_threads)
         self.latest = p.learning.build_policy()
-        self.weights = WeightSubscriber(
-            self,
-            self.latest,
-            policy_id=p.learning.policy_id,
-            topic=p.weights_topic,
-            publisher=p.weights_publisher,
-        )
+        self.weights: WeightSubscriber | WeightLinkReceiver
+        if p.weights_from == "link":
+            self.weights = WeightLinkReceiver(
+                p.weight_link, self.latest, policy_id=p.learning.policy_id, name=self.name, log=self.log
+            )
+        else:
+            self.weights = WeightSubscriber(
+                self,
+                self.latest,
+                policy_id=p.learning.policy_id,
+                topic=p.weights_topic,
+                publisher=p.weights_publisher,
+            )
         self.session = ActingSession(p, self.weights, self._publish, self.log)  # the params are its settings
         if p.random_steps > 0:
             self.create_subscription(p.stats_topic, "user/msg/TrainingStats", self._on_stats)

@@ -18,6 +18,10 @@ appeared, and whose live chunks were dropped because routes were not yet set up,
 next version. So the publisher also answers resend requests (std_msgs/String carrying the policy id on
 `<topic>/resend`, see `resend_topic`) by re-publishing the newest version, at most once per
 `min_resend_interval_s`; subscribers ask while they have no weights yet or a version stalls incomplete.
+
+Each version is copied once, as one flat buffer (`FlatWeightCopier`: on a GPU, a device snapshot then a host copy on
+a low-priority side stream), and that copy feeds both the Bus and, when given, a `WeightLinkSender`
+(`user.sync.weight_link`) that hands it to co-located rollouts over torch.distributed on its own threads.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import torch
 
 from user.bus.base import QoS
 from user.interfaces.validate import InvalidMessageError, check_weights
+from user.learner.flat_weights import FlatWeightCopier
 from user.policies.base import FlatWeights, Policy
 from user.runtime.node import Node, TypedPublisher
 from user.sync.chunking import (
@@ -45,6 +50,7 @@ from user.sync.chunking import (
 )
 from user.sync.delta import DeltaEncoder
 from user.sync.errors import PayloadError
+from user.sync.weight_link import WeightLinkSender
 
 _log = logging.getLogger(__name__)
 
@@ -73,6 +79,7 @@ class WeightPublisher:
         publisher: str = "",
         delta: bool = False,
         keyframe_every: int = 20,
+        link: WeightLinkSender | None = None,
     ) -> None:
         if every_k_updates is not None and every_k_updates < 1:
             raise ValueError(f"every_k_updates must be at least 1, got {every_k_updates}")
@@ -96,6 +103,8 @@ class WeightPublisher:
         self._latest_weights: FlatWeights | None = None
         # delta: compressed, delta-coded payloads (user.sync.delta); a resend is a keyframe
         self._encoder = DeltaEncoder(keyframe_every) if delta else None
+        self.link = link  # co-located rollouts get every version over torch.distributed too (closed with this)
+        self._copier: FlatWeightCopier | None = None  # made at the first publication (the policy is on its device)
         self._last_resend = -float("inf")
         self.min_resend_interval_s = min_resend_interval_s
         self.resends = 0  # times the newest version was re-published on request
@@ -118,7 +127,7 @@ class WeightPublisher:
         newest published version is still the one late joiners and resend requests get)."""
         with self._lock:
             version = max(self.version, self.policy.version) + 1
-            weights = self.policy.get_weights(self.dtype)
+            weights = self._copy()
             spec = weights.spec
             try:
                 check_weights(weights.data, spec.names, spec.shapes)
@@ -129,6 +138,8 @@ class WeightPublisher:
             weights = FlatWeights(weights.data, spec, version)
             chunks = split_weights(weights, self.policy_id, self.chunk_size, self.publisher, encoder=self._encoder)
             self._send(chunks)
+            if self.link is not None:
+                self.link.offer(weights)
             self._latest_weights = weights
             self.policy.version = version  # the learner's policy carries the version it published last
             self._latest = chunks
@@ -146,6 +157,15 @@ class WeightPublisher:
     def close(self) -> None:
         self._requests.close()
         self._publisher.close()
+        if self.link is not None:
+            self.link.close()
+
+    def _copy(self) -> FlatWeights:
+        """The policy's weights in the wire dtype, copied once from its flat buffer (a fresh tensor each time: the
+        Bus's resends and the link's threads may still use the previous one)."""
+        if self._copier is None or not self._copier.current():
+            self._copier = FlatWeightCopier(self.policy, self.dtype)
+        return self._copier.copy()
 
     def _send(self, chunks: list[Chunk]) -> None:
         stamp = self._node.now_ns()
