@@ -53,6 +53,9 @@ MODULES: dict[str, tuple[str, str | None]] = {
     "franky": ("franky-control", None),
     "pyspacemouse": ("pyspacemouse", None),
     "torchvision": ("torchvision", None),
+    "transformers": ("transformers", None),
+    "safetensors": ("safetensors", None),
+    "tokenizers": ("tokenizers", None),
 }
 # Hardware SDKs imported lazily (inside the driver that needs them, whose error names the pip package) and not yet
 # in pyproject.toml: remove an entry once pyproject.toml has the distribution (the test says so).

@@ -34,7 +34,7 @@ CONSTRAINTS = REPO / "constraints.txt"
 PYPI = "https://pypi.org/simple"
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"  # what scripts/install must name by default
 MAIN_EXTRAS = "sim,franka,learn"  # `scripts/install`: the main job
-TEST_EXTRAS = "test,sim,franka,learn"  # `scripts/install --ros`: the tests
+TEST_EXTRAS = "test,vla,sim,franka,learn"  # `scripts/install --ros`: the tests
 ENV_REQUIRE_PYPI = "USER_REQUIRE_PYPI"
 STANDIN_PYTHONS = ("cp310", "cp311", "cp312", "cp313")
 
