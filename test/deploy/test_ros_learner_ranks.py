@@ -77,4 +77,5 @@ def test_ros2_launch_runs_a_two_rank_learner_that_survives_a_killed_rank(tmp_pat
     out = run.output()
     assert "process has died" not in out, out[-4000:]
     assert out.count("process has finished cleanly") == 4, out[-4000:]  # learner (torchrun), rollout, expert, arm
-    assert (run_dir / "learner" / "checkpoints" / "latest.pt").is_file()  # the lead's final checkpoint
+    checkpoints = run_dir / "learner" / "checkpoints"
+    assert (checkpoints / "latest_dcp").is_file(), sorted(p.name for p in checkpoints.iterdir())  # the final one

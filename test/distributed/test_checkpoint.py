@@ -48,3 +48,24 @@ def test_a_save_cut_short_never_counts(tmp_path: Path) -> None:
 def test_nothing_saved_is_none(tmp_path: Path) -> None:
     assert checkpoint.latest(tmp_path / "missing") is None
     assert checkpoint.latest(tmp_path) is None
+
+
+def test_a_second_save_of_the_same_step_replaces_it(tmp_path: Path) -> None:
+    """A learner's final checkpoint right after a periodic one at the same update count is written, not refused."""
+    ranks(tmp_path, 2, "save", str(tmp_path), "sharded")
+    first = (tmp_path / "dcp_3" / ".metadata").stat().st_mtime_ns
+    ranks(tmp_path, 2, "save", str(tmp_path), "sharded")
+    assert checkpoint.latest(tmp_path) == tmp_path / "dcp_3"
+    assert (tmp_path / "dcp_3" / ".metadata").stat().st_mtime_ns > first
+    assert not list(tmp_path.glob(".dcp_*"))  # nothing left aside or partial
+
+
+def test_an_unreadable_checkpoint_is_a_checkpoint_error_naming_it(tmp_path: Path) -> None:
+    """DCP's CheckpointException is a BaseException: it must not slip past as something else."""
+    broken = tmp_path / "dcp_4"
+    broken.mkdir()
+    (broken / ".metadata").write_bytes(b"not DCP's")
+    with pytest.raises(checkpoint.CheckpointError, match="cannot read the checkpoint .*dcp_4"):
+        checkpoint.read_whole(broken)
+    with pytest.raises(checkpoint.CheckpointError, match="cannot read the checkpoint .*dcp_4"):
+        checkpoint._read({"app": {"x": torch.zeros(1)}}, broken, no_dist=True)

@@ -89,6 +89,10 @@ class BC(Algorithm):
         if n > 0:
             loss, info = bc_loss(self.policy, rows.obs, rows.action, self.config.loss)
             (loss * share).backward()  # type: ignore[no-untyped-call]
+        elif self.policy.sharded:  # FSDP2 gathers and reduces in forward and backward: every rank takes part
+            first = batch.select(torch.arange(1, device=batch.action.device))  # any row: its gradient is zeroed
+            idle, _ = bc_loss(self.policy, first.obs, first.action, self.config.loss)
+            (idle * 0.0).backward()  # type: ignore[no-untyped-call]
         if self.ranks is not None:  # a rank with no selected rows sends zeros
             self.ranks.average_gradients(list(self.policy.actor.parameters()))
         if self.config.grad_clip is not None:

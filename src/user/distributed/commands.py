@@ -29,6 +29,8 @@ class Op(IntEnum):
     START = 1  # the ranks take the lead's training state (after the lead loaded its checkpoint)
     UPDATE = 2  # one update on shares of the lead's next global batch
     STOP = 3  # the learner stops: followers exit
+    GATHER = 4  # a sharded actor's full weights gathered on the lead (for publication)
+    CHECKPOINT = 5  # a DCP checkpoint written together (where and how follow: `user.learner.rank_checkpoint`)
 
 
 class LeadChannel:

@@ -6,6 +6,9 @@ gradients is then the gradient of the mean loss over the whole batch, as one pro
 averaging is DDP's (one all_reduce over flat buffers of every gradient, per dtype and device) but applied at the
 optimizer step instead of in backward hooks: SAC's critic takes part in two losses (the critic's, and the actor's
 with its encoder frozen) of which only the first steps it, which DDP's hooks cannot tell apart.
+
+A sharded actor's parameters (DTensors, `user.distributed.sharding`) are left alone: FSDP2 already reduce-scattered
+and averaged their gradients in backward.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterable, Mapping
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 
 from user.distributed.group import RankGroup
 
@@ -41,10 +45,11 @@ class DataParallel:
 
     def average_gradients(self, params: Iterable[torch.Tensor]) -> None:
         """Every parameter's gradient replaced by its mean over the ranks (a parameter with no gradient on this rank
-        counts as a zero one, so every rank sends the same buffers)."""
+        counts as a zero one, so every rank sends the same buffers). Sharded parameters are skipped: FSDP2
+        averaged theirs in backward."""
         buckets: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = defaultdict(list)
         for p in params:
-            if not p.requires_grad:
+            if not p.requires_grad or isinstance(p, DTensor):
                 continue
             if p.grad is None:
                 p.grad = torch.zeros_like(p)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from user.config.strict import ConfigError, setting
 
 BACKENDS = ("auto", "nccl", "gloo")
+SHARD_MODES = ("auto", "on", "off")
+SHARD_DTYPES = ("auto", "bf16", "float32")
 HOME_ENV = "USER_LEARNER_HOME"  # set to 1 in the environment of the home machine's torchrun, absent elsewhere
 
 
@@ -40,8 +42,33 @@ class RanksConfig:
         120.0, "a collective that has not completed after this long fails its rank (never a hang), s", min=1.0
     )
     run_id: str = setting("user-learner", "rendezvous id: the ranks of one learner share it, another learner must not")
+    shard: str = setting(
+        "auto",
+        "FSDP2 for the policy's actor: auto (sharded when it holds at least shard_above_params parameters), on "
+        "(always, with ranks) or off (every rank holds the whole actor: data-parallel)",
+        choices=SHARD_MODES,
+    )
+    shard_above_params: int = setting(
+        100_000_000, "shard: auto shards an actor of at least this many parameters", min=1
+    )
+    shard_dtype: str = setting(
+        "auto",
+        "a sharded actor's compute dtype: auto (bf16 parameters and compute with float32 gradient reduction on GPUs, "
+        "float32 on CPUs), bf16 or float32",
+        choices=SHARD_DTYPES,
+    )
 
     def __post_init__(self) -> None:
+        for key, value, allowed in (
+            ("shard", self.shard, SHARD_MODES),
+            ("shard_dtype", self.shard_dtype, SHARD_DTYPES),
+        ):
+            if value not in allowed:
+                raise ConfigError(f"ranks.{key}: {value!r} is not one of {', '.join(allowed)}")
+        if isinstance(self.shard_above_params, bool) or not isinstance(self.shard_above_params, int):
+            raise ConfigError(f"ranks.shard_above_params: {self.shard_above_params!r} is not a whole number")
+        if self.shard_above_params < 1:
+            raise ConfigError(f"ranks.shard_above_params: {self.shard_above_params} is below 1")
         host, sep, port = self.rendezvous.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"ranks.rendezvous: {self.rendezvous!r} is not host:port (e.g. 10.0.0.5:29400)")

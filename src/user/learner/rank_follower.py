@@ -1,6 +1,7 @@
 """A learner rank other than the lead: the same algorithm, trained in step with the lead on shares of its batches,
 with no Bus, no buffer and no checkpoints of its own (the lead holds the whole state; a restart resumes from the
-lead's checkpoint and hands it to every rank). It does what the lead's commands say until told to stop."""
+lead's checkpoint and hands it to every rank). It does what the lead's commands say until told to stop: with a
+sharded actor it also joins the gathers of its weights for publication and writes its shards of each checkpoint."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import logging
 
 from user.distributed.commands import Op, receive
 from user.distributed.group import RankError, RankGroup
+from user.learner import rank_checkpoint
+from user.learner.checkpoint import CheckpointWriteError
 from user.learner.config import LearningConfig
 from user.learner.ranked_update import RankedUpdate
 
@@ -30,6 +33,15 @@ def follow(learning: LearningConfig, group: RankGroup) -> int:
                 raise RankError("the lead sent an update before the start")
             ranked.update(None)
             updates += 1
+        elif op is Op.GATHER:
+            if ranked is None:
+                raise RankError("the lead gathered weights before the start")
+            ranked.gather(None)
+        elif op is Op.CHECKPOINT:
+            try:
+                rank_checkpoint.join_save(algorithm, group)
+            except CheckpointWriteError as exc:  # the lead logs it too and goes on training: so does this rank
+                _log.error("rank %d: %s", group.env.rank, exc)
         elif op is Op.STOP:
             _log.info("rank %d stops after %d updates: the lead said so", group.env.rank, updates)
             return 0

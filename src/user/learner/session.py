@@ -6,7 +6,8 @@ Weights leave through a `WeightSink` (the node's `WeightPublisher`), made after 
 publishes the session's policy; `start(sink)` publishes the first version and starts training. Training that
 diverges halts publication for good (`user.learner.publication`): robots keep the last good version, no
 checkpoint overwrites the last good one (`TrainingHaltedError`), and the stats carry `publishing_halted`.
-Sync mode trains in phases, one per stored episode (`user.learner.sync_phases`).
+Sync mode trains in phases, one per stored episode (`user.learner.sync_phases`). A learner with ranks writes DCP
+checkpoints together with them (`user.learner.rank_checkpoint`); a resume takes the newest of either format.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from user.buffer.replay import ReplayBuffer
 from user.distributed.commands import Op
 from user.distributed.current import this_rank
 from user.interfaces.domain import Transition
+from user.learner import rank_checkpoint
 from user.learner.checkpoint import Checkpoint, CheckpointStore, CheckpointWriteError, LearnerCounters
 from user.learner.config import check_batch_split
 from user.learner.device import resolve_device
 from user.learner.progress import ProgressLog
 from user.learner.publication import Publication, WeightSink
-from user.learner.ranked_update import RankedUpdate
+from user.learner.ranked_update import RankedUpdate, lead_gather
 from user.learner.session_config import SessionConfig, learner_buffer_config
 from user.learner.speed import speed_plan
 from user.learner.sync_phases import Episode, SyncPhases, SyncSchedule
@@ -124,8 +126,6 @@ class LearningSession:
         self._stop.set()
         if not self.trainer.stop(JOIN_TIMEOUT_S):
             self.log.error("training thread did not stop within %.1f s", JOIN_TIMEOUT_S)
-        if self.rank is not None and self.rank.channel is not None:
-            self.rank.channel.close()  # the other ranks stop; the checkpoint below is the lead's alone
         c = self.trainer.snapshot()
         self.log.info(
             "update-to-data ratio reached: %.3f gradient steps per transition (set %.3f), %d gradient steps over %d "
@@ -144,6 +144,8 @@ class LearningSession:
         except CheckpointWriteError as exc:
             self.log.error("no final checkpoint: %s", exc)
         finally:
+            if self.rank is not None and self.rank.channel is not None:
+                self.rank.channel.close()  # the other ranks stop, after they wrote their part of the checkpoint
             self.progress.close()
             with self._lock:
                 self.buffer.close()
@@ -249,7 +251,9 @@ class LearningSession:
         """Every rank takes this (the lead's) state, resumed or new; from now on updates are made together."""
         assert self.rank is not None and self.rank.channel is not None
         with self.rank.channel.command(Op.START):
-            ranked = RankedUpdate(self.algorithm, self.rank.group)
+            ranked = RankedUpdate(self.algorithm, self.rank.group, self.config.ranks)
+        if ranked.sharded:  # publication gathers the actor's shards from every rank first
+            self.policy.gather_with(lead_gather(ranked, self.rank.channel))
         env = self.rank.group.env
         self.log.info("training on %d ranks (this one, rank %d, talks on the Bus)", env.world_size, env.rank)
         return ranked
@@ -262,9 +266,10 @@ class LearningSession:
     # ---- checkpoints ----------------------------------------------------------------------------
 
     def _resume(self) -> bool:
-        if not self.store.exists():
+        found = rank_checkpoint.newest(self.store)
+        if found is None:
             return False
-        ckpt = self.store.load(self.config.learning.policy_id)
+        ckpt = rank_checkpoint.read(found, self.store, self.config.learning.policy_id)
         self.algorithm.load_state_dict(ckpt.algorithm)
         self.buffer.resume(ckpt.buffer)
         self.trainer.restore(ckpt.trainer)
@@ -272,7 +277,7 @@ class LearningSession:
         self.counters = replace(ckpt.learner, env_steps=stored.transitions, episodes=stored.episodes)
         self.log.info(
             "resumed from %s: %d update calls, policy version %d, buffer %d transitions in %d episodes",
-            self.store.latest,
+            found,
             ckpt.trainer.update_calls,
             self.policy.version,
             stored.transitions,
@@ -284,15 +289,16 @@ class LearningSession:
         """Write a checkpoint; `TrainingHaltedError` once training diverged (the last checkpoint keeps good weights)."""
         if self.halted is not None:
             raise TrainingHaltedError(f"no checkpoint written: {self.halted}")
+        sharded = None if self._ranked is None else self._ranked.sharded  # None: no ranks
         with self.trainer.locked():
             ckpt = Checkpoint(
-                algorithm=self.algorithm.state_dict(),
+                algorithm=self.algorithm.state_dict() if sharded is None else {},  # with ranks: each rank's own
                 buffer=self.buffer.state_dict(),
                 trainer=replace(self.trainer.counters, last=dict(self.trainer.counters.last)),
                 learner=replace(self.counters),
                 policy_id=self.config.learning.policy_id,
             )
-            path = self.store.save(ckpt)
+            path = rank_checkpoint.write(ckpt, self.algorithm, self.store, self.rank, sharded=sharded)
         self._last_checkpoint = time.monotonic()
         self.log.info("checkpoint at %d update calls: %s", ckpt.trainer.update_calls, path)
         return path

@@ -4,12 +4,16 @@ A policy owns one `actor` module (everything that acts) and its observation prep
 live in ONE contiguous buffer (`FlatParameters`), so publishing weights is a single copy and applying them
 is a single `copy_`. The learner-side algorithm trains the same `actor` parameters through the torch-level
 methods of the concrete policy classes; only the algorithm holds critics, targets and optimisers.
+
+A learner whose actor is sharded over its ranks (`user.distributed.sharding`, `mark_sharded`) holds no whole copy
+of it: its flat buffer is then a host buffer of the same layout that `get_weights` fills by gathering the shards
+first (a collective of every rank, through the hook the learner sets with `gather_with`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -104,6 +108,21 @@ class FlatParameters:
         return all(base <= p.data_ptr() < end for p in self._params)
 
 
+class HostWeights:
+    """A sharded actor's full weights, gathered into one host buffer of the actor's flat layout. Not the parameters'
+    storage (`intact` is False: a copy made without gathering would be stale)."""
+
+    def __init__(self, spec: WeightSpec, dtype: torch.dtype) -> None:
+        self.spec = spec
+        self.buffer = torch.zeros(spec.numel, dtype=dtype)
+
+    def intact(self) -> bool:
+        return False
+
+
+Gather = Callable[[torch.Tensor], None]  # fills a sharded actor's host buffer with its full weights (a collective)
+
+
 class Encoder(nn.Module):
     """Observation encoder: TensorObs -> (B, out_features)."""
 
@@ -121,7 +140,9 @@ class Policy(ABC):
         self.action_dim = action_dim
         self.version = 0
         self.draws = Draws()  # where sampling noise comes from: torch's generator; a learner's ranks share one
-        self._flat = FlatParameters(actor)
+        self._flat: FlatParameters | HostWeights = FlatParameters(actor)
+        self._sharded_on: torch.device | None = None  # where a sharded actor's shards live (None: not sharded)
+        self._gather: Gather | None = None  # how a sharded actor's full weights are gathered (the lead's ranks)
 
     # ---- what a subclass provides ---------------------------------------------------------------
 
@@ -161,13 +182,33 @@ class Policy(ABC):
     @property
     def device(self) -> torch.device:
         """Where the actor's parameters live (image policies preprocess onto it; state-only ones on the host)."""
-        return self._flat.buffer.device
+        return self._sharded_on if self._sharded_on is not None else self._flat.buffer.device
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the actor is sharded over a learner's ranks (each holds part of every parameter)."""
+        return self._sharded_on is not None
+
+    def mark_sharded(self, device: torch.device) -> None:
+        """The actor's parameters were just sharded over the learner's ranks (on `device`): they are no views of the
+        flat buffer any more; from now on the full weights are gathered into a host buffer of the same layout."""
+        names = tuple(n for n, _ in self.actor.named_parameters())
+        if names != self._flat.spec.names:
+            raise PolicyError("the sharded actor's parameters differ from its flat layout")
+        self._flat = HostWeights(self._flat.spec, self._flat.buffer.dtype)
+        self._sharded_on = device
+
+    def gather_with(self, gather: Gather | None) -> None:
+        """How `get_weights` gathers a sharded actor's full weights (None: it cannot, e.g. off the lead rank)."""
+        self._gather = gather
 
     def to(self: P, device: str | torch.device) -> P:
         """Move the actor to `device` and re-home its parameters in one flat buffer there; returns self.
 
         Call before an algorithm is built on the policy (its optimisers hold the parameters)."""
         target = torch.device(device)
+        if self.sharded and target != self.device:
+            raise PolicyError(f"the actor is sharded over the learner's ranks on {self.device}; it cannot move")
         if target != self.device:
             self.actor.to(target)
             self._flat = FlatParameters(self.actor)
@@ -178,14 +219,24 @@ class Policy(ABC):
         return self._flat.spec
 
     def get_weights(self, dtype: torch.dtype | None = None) -> FlatWeights:
-        """A host copy of all actor parameters as one flat tensor (optionally cast, e.g. to bfloat16 for sending)."""
-        if not self._flat.intact():
+        """A host copy of all actor parameters as one flat tensor (optionally cast, e.g. to bfloat16 for sending).
+        A sharded actor's are gathered from every rank first."""
+        if isinstance(self._flat, HostWeights):
+            if self._gather is None:
+                raise PolicyError(
+                    "the actor is sharded over the learner's ranks and no gather is possible here (only the lead "
+                    "rank, through its command channel, gathers its weights)"
+                )
+            self._gather(self._flat.buffer)
+        elif not self._flat.intact():
             raise PolicyError("actor parameters were moved off the flat buffer (moved without Policy.to?)")
         data = self._flat.buffer.detach().to(device="cpu", dtype=dtype or self._flat.buffer.dtype, copy=True)
         return FlatWeights(data, self._flat.spec, self.version)
 
     def load_weights(self, weights: FlatWeights) -> None:
         """Apply weights from `get_weights` of a policy of the same layout; adopts their version."""
+        if self.sharded:
+            raise PolicyError("the actor is sharded over the learner's ranks: weights are loaded through a checkpoint")
         if weights.spec != self._flat.spec:
             raise PolicyError("weights do not fit this policy: parameter names or shapes differ")
         if tuple(weights.data.shape) != (self._flat.spec.numel,):
