@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from test.distributed.test_batch_share import run_ranks
+from test.learner.test_ranked_update import trained as ranked_trained
 from user.config import ConfigError, from_mapping
 from user.distributed.ranks import RanksConfig
 from user.distributed.sharding import plan_sharding
@@ -22,11 +22,7 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 
 def trained(tmp_path: Path, nproc: int, *flags: str, names: tuple[str, ...] = ALGORITHMS) -> dict[str, Any]:
-    out = tmp_path / f"world{nproc}{''.join(flags)}"
-    out.mkdir()
-    done = run_ranks(out, "test.distributed.sharding_worker", nproc=nproc, args=(str(out), *flags, *names))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {name: [torch.load(out / f"{name}_rank{r}.pt") for r in range(nproc)] for name in names}
+    return ranked_trained(tmp_path, nproc, *flags, names=names, worker="test.distributed.sharding_worker")
 
 
 def test_a_sharded_actor_trains_as_one_process_and_publishes_its_full_weights(tmp_path: Path) -> None:

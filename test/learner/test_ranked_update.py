@@ -19,12 +19,19 @@ pytestmark = pytest.mark.timeout(300)
 ALGORITHMS = ("sac", "rlpd", "sac_drq_images", "sac_flow", "bc", "hg_dagger")
 
 
-def trained(tmp_path: Path, nproc: int) -> dict[str, list[dict[str, Any]]]:
-    out = tmp_path / f"world{nproc}"
+def trained(
+    tmp_path: Path,
+    nproc: int,
+    *flags: str,
+    names: tuple[str, ...] = ALGORITHMS,
+    worker: str = "test.learner.ranked_update_worker",
+) -> dict[str, list[dict[str, Any]]]:
+    """What `worker` wrote for each algorithm of `names` and each of `nproc` ranks (OUT/<name>_rank<r>.pt)."""
+    out = tmp_path / f"world{nproc}{''.join(flags)}"
     out.mkdir()
-    done = run_ranks(out, "test.learner.ranked_update_worker", nproc=nproc, args=(str(out), *ALGORITHMS))
+    done = run_ranks(out, worker, nproc=nproc, args=(str(out), *flags, *names))
     assert done.returncode == 0, done.stderr[-3000:]
-    return {name: [torch.load(out / f"{name}_rank{r}.pt") for r in range(nproc)] for name in ALGORITHMS}
+    return {name: [torch.load(out / f"{name}_rank{r}.pt") for r in range(nproc)] for name in names}
 
 
 def test_two_ranks_train_every_algorithm_as_one_process(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -29,6 +28,7 @@ from user.config.strict import ConfigError, setting
 from user.interfaces.refusals import Refusals
 from user.policies.base import FlatWeights, Policy, PolicyError
 from user.sync import link_wire as wire
+from user.sync.in_use import WeightsInUse
 from user.sync.link_wire import LinkError
 
 _log = logging.getLogger(__name__)
@@ -53,15 +53,15 @@ def parse_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class WeightLinkReceiver:
+class WeightLinkReceiver(WeightsInUse):
     """Receives `policy_id`'s versions over the link at `config.address` and applies them whole to `policy`."""
 
     def __init__(
         self, config: LinkJoin, policy: Policy, *, policy_id: str, name: str = "rollout",
         log: logging.Logger | None = None,
     ) -> None:  # fmt: skip
+        super().__init__(policy)
         self.config = config
-        self.policy = policy
         self.policy_id = policy_id
         self.name = name
         self.log = log or _log
@@ -70,7 +70,6 @@ class WeightLinkReceiver:
         self.received_versions = 0  # versions received whole and applied
         self.rejected = 0  # version headers or tensors refused (layout, size, dtype, not finite)
         self.joins = 0  # generations joined (1 + times joined again)
-        self._changed = threading.Condition()
         self._stop = threading.Event()
         self._staging: torch.Tensor | None = None
         self._head = torch.empty(6, dtype=torch.int64)
@@ -88,31 +87,6 @@ class WeightLinkReceiver:
         self._thread.start()
 
     # ---- what the rollout reads (user.acting.pinning.WeightSource) ------------------------------
-
-    @property
-    def lock(self) -> threading.Condition:
-        """Held while a version is applied: hold it to act with, or read, the policy as one version."""
-        return self._changed
-
-    @property
-    def version(self) -> int:
-        with self._changed:
-            return self.policy.version
-
-    def snapshot(self) -> FlatWeights:
-        """A copy of the weights in use now, with their version (consistent: never half applied)."""
-        with self._changed:
-            return self.policy.get_weights()
-
-    def wait_for_version(self, version: int, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while self.policy.version < version:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._changed.wait(left)
-            return True
 
     def close(self) -> None:
         self._stop.set()

@@ -15,7 +15,6 @@ received none yet, or while a version has stalled incomplete for that long (see 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
@@ -28,12 +27,13 @@ from user.sync.assembler import Assembler
 from user.sync.chunking import DEFAULT_CHUNK_SIZE, DTYPES, MSG_TYPE, chunk_count, chunk_from_msg, payload_size
 from user.sync.delta import BaseMissingError
 from user.sync.errors import ChunkError, WeightSyncError
+from user.sync.in_use import WeightsInUse
 from user.sync.publisher import REQUEST_TYPE, resend_topic
 
 _log = logging.getLogger(__name__)
 
 
-class WeightSubscriber:
+class WeightSubscriber(WeightsInUse):
     """Receives versions of `policy_id`'s weights on `topic` and applies them to `policy`.
 
     The history depth for late joining is one version's chunk count at the widest dtype (float64) and
@@ -51,7 +51,7 @@ class WeightSubscriber:
         resend_period_s: float = 1.0,
         publisher: str = "",
     ) -> None:
-        self.policy = policy
+        super().__init__(policy)
         self.policy_id = policy_id
         self.rejected = 0  # chunks or versions rejected (bad chunk, checksum, layout, not finite, publisher)
         self.received_versions = 0  # complete, verified versions
@@ -61,7 +61,6 @@ class WeightSubscriber:
         self._last_chunk = time.monotonic()
         self._resend_period_s = resend_period_s
         self._request_msg = node.codec.msg_class(REQUEST_TYPE)(data=policy_id)
-        self._changed = threading.Condition()
         widest = max(DTYPES.values(), key=lambda d: d.itemsize)
         depth = chunk_count(payload_size(policy.weight_spec, widest), chunk_size)
         self._handle: Handle = node.create_subscription(
@@ -69,28 +68,6 @@ class WeightSubscriber:
         )
         self._requests = node.create_publisher(resend_topic(topic), REQUEST_TYPE)
         self._timer = node.create_timer(resend_period_s, self._tick)
-
-    @property
-    def version(self) -> int:
-        """The weight version the policy acts with now."""
-        with self._changed:
-            return self.policy.version
-
-    def snapshot(self) -> FlatWeights:
-        """A copy of the weights in use now, with their version (consistent: never half applied)."""
-        with self._changed:
-            return self.policy.get_weights()
-
-    def wait_for_version(self, version: int, timeout_s: float) -> bool:
-        """Wait until `version` (or newer) is in use; False at the deadline."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while self.policy.version < version:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._changed.wait(left)
-            return True
 
     def close(self) -> None:
         self._timer.close()
