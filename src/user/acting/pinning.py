@@ -47,10 +47,19 @@ class PinnedPolicies:
                 self._policies[newest] = copy
             self._pinned[robot] = newest
             self._episode[robot] = episode_id
-            in_use = set(self._pinned.values())
-            for v in [v for v in self._policies if v not in in_use]:
-                del self._policies[v]
+            self._drop_unused()
         return self._pinned[robot]
+
+    def forget(self, robot: str) -> None:
+        """`robot` acts no more: its pin goes, and the copy of its version if no other robot is pinned to it."""
+        self._pinned.pop(robot, None)
+        self._episode.pop(robot, None)
+        self._drop_unused()
+
+    def _drop_unused(self) -> None:
+        in_use = set(self._pinned.values())
+        for v in [v for v in self._policies if v not in in_use]:
+            del self._policies[v]
 
     def policy(self, version: int) -> Policy:
         """The policy copy of `version` (one some robot is pinned to)."""

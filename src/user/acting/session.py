@@ -102,6 +102,7 @@ class ActingSession:
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._warned: set[str] = set()
+        self._forget: set[str] = set()  # robots that left: their pinning goes, on the inference thread
         self._worker: threading.Thread | None = None
 
     # ---- in -------------------------------------------------------------------------------------
@@ -119,6 +120,12 @@ class ActingSession:
         with self._cond:
             self._pending[obs.robot_id] = (obs, time.monotonic())
             self._cond.notify()
+
+    def forget(self, robot: str) -> None:
+        """`robot` left: its queued observation is dropped, its pinned version released (a copy no robot uses goes)."""
+        with self._cond:
+            self._pending.pop(robot, None)
+            self._forget.add(robot)
 
     def note_learner_steps(self, env_steps: int) -> None:
         """The learner's stats: it has received `env_steps` transitions (ends the warm-up of `random_steps`)."""
@@ -155,6 +162,9 @@ class ActingSession:
             if not self._pending:
                 self._cond.wait(timeout_s)
             pending, self._pending = self._pending, {}
+            forget, self._forget = self._forget, set()
+        for robot in forget:
+            self.policies.forget(robot)
         if pending:
             self.answer(list(pending.values()))
         return len(pending)

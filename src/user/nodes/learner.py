@@ -2,7 +2,9 @@
 
 Topics and services (names configurable):
 
-- `/<robot>/transitions` (user/msg/Transition, RELIABLE) for every robot in `robots`: stored as they
+- `/<robot>/transitions` (user/msg/Transition, RELIABLE) for every robot in `robots`, and for every robot that
+  joins while the run goes on (`admit`: patterns of announced robots that may join when they fit the policy; one
+  whose announcement has been gone `leave_after_s` is dropped, see `user.fleet`): stored as they
   stream, an episode committed when its last transition arrives (`transitions_suffix`: e.g.
   `transitions/rewarded` behind a reward node), and `.../replay`: whole episodes re-sent for want of a
   receipt; each stored episode is acknowledged on `/<robot>/episode_acks`. A transition's CDR bytes go
@@ -48,7 +50,9 @@ import torch
 from user.buffer.frames.frame_decode import usable_cores
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
-from user.interfaces.domain import is_canonical_transition
+from user.fleet import PolicySpec, fleet_summary, watch_fleet
+from user.fleet.settings import ADMIT_HELP, DEFAULT_LEAVE_AFTER_S, LEAVE_HELP
+from user.interfaces.domain import Transition, is_canonical_transition
 from user.interfaces.episode_events import EpisodeKind
 from user.interfaces.refusals import Refusals
 from user.interfaces.stamps import header
@@ -59,8 +63,9 @@ from user.learner.intake import Door, ResentEpisodes
 from user.learner.session import LearningSession
 from user.learner.session_config import SessionConfig
 from user.learner.stop_after import RunEnding, StopAfter
+from user.nodes.parts.learner_services import serve
 from user.runtime.diagnostics import Status
-from user.runtime.node import Node
+from user.runtime.node import Node, TypedPublisher
 from user.sync.chunking import DTYPES
 from user.sync.publisher import WeightPublisher
 from user.sync.weight_link import LinkServe, WeightLinkSender
@@ -76,7 +81,9 @@ class LearnerParams(SessionConfig):
     learner_id: str = setting(
         "learner", "name of this learner in stats messages and weight chunks (a rollout's `weights_publisher`)"
     )
-    robots: list[str] = setting([], "robot ids whose transitions are learned from")
+    robots: list[str] = setting([], "robot ids whose transitions are learned from (from the start to the end)")
+    admit: list[str] = setting([], ADMIT_HELP)
+    leave_after_s: float = setting(DEFAULT_LEAVE_AFTER_S, LEAVE_HELP, min=0.0)
     transitions_suffix: str = setting(
         "transitions", "topic under /<robot>/ to learn from (e.g. transitions/rewarded behind a reward node)"
     )
@@ -101,8 +108,8 @@ class LearnerParams(SessionConfig):
     )
 
     def __post_init__(self) -> None:
-        if not self.robots:
-            raise ConfigError("robots: list at least one robot id to learn from")
+        if not self.robots and not self.admit:
+            raise ConfigError("robots: list at least one robot id to learn from (or admit: robots that may join)")
 
 
 class LearnerNode(Node):
@@ -124,17 +131,15 @@ class LearnerNode(Node):
         self.rejected = 0  # valid transitions the buffer could not store (logged with the reason)
         self.refusals = Refusals(self.log)  # messages refused at the door, per cause (see user.interfaces.validate)
         self.door = Door(self.refusals, self.session.policy.action_dim)
-        self._acks = {r: self.create_publisher(f"/{r}/episode_acks", "user/msg/EpisodeAck", RELIABLE) for r in p.robots}
+        self._acks: dict[str, TypedPublisher] = {}  # robot -> its receipts
         self._resends = ResentEpisodes()  # re-sent episodes being received
         self.replayed_episodes = 0  # episodes stored from a robot's re-send (missed live)
         for robot in p.robots:
-            live, replay = f"/{robot}/{p.transitions_suffix}", f"/{robot}/{p.transitions_suffix}/replay"
-            self.create_payload_subscription(live, "user/msg/Transition", partial(self._on_transition, robot, live))
-            self.create_payload_subscription(replay, "user/msg/Transition", partial(self._on_replay, robot, replay))
-            events = partial(self._on_episode_event, robot)
-            self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", events)
-        self.create_service(f"/{self.name}/checkpoint", "user/srv/Checkpoint", self._on_checkpoint)
-        self.create_service(f"/{self.name}/buffer_stats", "user/srv/BufferStats", self._on_buffer_stats)
+            self._open_robot(robot)
+        spec = PolicySpec.of(p.learning, self.session.policy.action_dim)
+        # robots joining and leaving while the run goes on (`admit`); one that leaves gets no more receipts
+        self.fleet = watch_fleet(self, p, spec, self._open_robot, lambda robot: self._acks.pop(robot, None))
+        serve(self, self.session)  # ~/checkpoint, ~/buffer_stats
         self.create_timer(p.stats_period_s, self._publish_stats)
         if p.pacing.mode == "sync":  # a second receipt: the version trained on the episode (the rollout waits for it)
             self.session.on_trained = self._acknowledge
@@ -146,7 +151,7 @@ class LearnerNode(Node):
             p.learning.policy_id,
             p.learning.algorithm,
             p.pacing.mode,
-            ", ".join(p.robots),
+            fleet_summary(p.robots, p.admit),
             len(self.session.buffer),
             version,
             f"; resumed at {self.session.trainer.counters.update_calls} updates" if self.session.resumed else "",
@@ -159,8 +164,27 @@ class LearnerNode(Node):
         and they are what encoding it would give), else None: the buffer encodes the transition itself."""
         return payload if is_canonical_transition(msg, payload, self.codec) else None
 
+    def _open_robot(self, robot: str) -> list[Any]:
+        """Subscribe `robot`'s transitions, re-sends and episode events, and publish its receipts; the handles."""
+        p = self.params
+        self._acks[robot] = self.create_publisher(f"/{robot}/episode_acks", "user/msg/EpisodeAck", RELIABLE)
+        live, replay = f"/{robot}/{p.transitions_suffix}", f"/{robot}/{p.transitions_suffix}/replay"
+        events = partial(self._on_episode_event, robot)
+        return [
+            self._acks[robot],
+            self.create_payload_subscription(live, "user/msg/Transition", partial(self._on_transition, robot, live)),
+            self.create_payload_subscription(replay, "user/msg/Transition", partial(self._on_replay, robot, replay)),
+            self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", events),
+        ]
+
+    def _taken(self, robot: str, transition: Transition | None) -> Transition | None:
+        """`transition` unless it is of a robot that joined at run time and no longer served, or does not fit."""
+        if transition is None or self.fleet is None or self.fleet.takes(robot, transition):
+            return transition
+        return None
+
     def _on_transition(self, robot: str, topic: str, msg: Any, payload: bytes) -> None:
-        transition = self.door.transition(robot, topic, msg)
+        transition = self._taken(robot, self.door.transition(robot, topic, msg))
         if transition is None:
             return  # never handed to the buffer: the robot's episode in progress is left as it was
         try:
@@ -179,6 +203,8 @@ class LearnerNode(Node):
         event = self.door.episode_event(robot, msg)
         if event is None or event.kind != EpisodeKind.END:
             return
+        if self.fleet is not None and not self.fleet.static(robot) and not self.fleet.roster.serves(robot):
+            return
         try:
             episode = self.session.end_episode(robot, event.episode_id, event.steps)
         except Exception as exc:
@@ -196,7 +222,7 @@ class LearnerNode(Node):
 
     def _on_replay(self, robot: str, topic: str, msg: Any, payload: bytes) -> None:
         """A robot re-sends an episode it has no receipt for: store it unless it is stored already."""
-        transition = self.door.transition(robot, topic, msg)
+        transition = self._taken(robot, self.door.transition(robot, topic, msg))
         replay = None if transition is None else self._resends.add(transition, self._stored_bytes(msg, payload))
         if transition is None or replay is None:
             return  # refused at the door, or the episode is not whole yet
@@ -306,36 +332,14 @@ class LearnerNode(Node):
         if self.ending is not None and self.ending.due(limiter, now):
             self.complete(self.ending.why)
 
-    def _on_checkpoint(self, request: Any) -> Any:
-        del request
-        response = self.codec.msg_class("user/srv/Checkpoint_Response")
-        try:
-            path = self.session.save_checkpoint()
-        except Exception as exc:
-            return response(success=False, message=str(exc), path="", updates=0)
-        updates = self.session.trainer.counters.gradient_steps
-        return response(success=True, message="", path=str(path), updates=updates)
-
-    def _on_buffer_stats(self, request: Any) -> Any:
-        del request
-        info = self.session.buffer_info()
-        return self.codec.msg_class("user/srv/BufferStats_Response")(
-            success=True,
-            message=str(info.directory),
-            transitions=info.transitions,
-            episodes=info.episodes,
-            demo_transitions=info.demo_transitions,
-            intervened_transitions=info.intervened_transitions,
-            bytes_on_disk=info.bytes_on_disk,
-            success_rate=info.success_rate,
-        )
-
     def diagnostics(self) -> list[Status]:
         return [*super().diagnostics(), *self.health.statuses()]
 
     def destroy(self) -> None:
         if self.session.stopped:
             return  # destroyed already
+        if self.fleet is not None:
+            self.fleet.close()
         started = time.monotonic()
         try:
             self.session.close()

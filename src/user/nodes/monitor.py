@@ -22,6 +22,11 @@ a resumed run (and a restarted monitor): the learner's stats carry each robot's 
 run (`episodes/<robot>`, `demos/<robot>`, counted from its buffer), and a robot's count is the larger of those
 and the episodes this monitor saw end. It only listens, so any number of monitors can watch one run, on any
 machine, without the run directory.
+
+With `admit`, robots that join while the run goes on get their line when they join (`user.fleet`: announced robots
+whose ids match a pattern); one whose announcement has been gone `leave_after_s` keeps its line, marked gone:
+
+    12:03:41 franka_right: 205 episodes + 10 demos, last 20: 85 % success, ... (gone since 12:02:10)
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from typing import Any
 from user.buffer.episode_window import EpisodeOutcome, RecentEpisodes
 from user.bus.base import Bus
 from user.config.strict import ConfigError, setting
+from user.fleet import watch_fleet
+from user.fleet.settings import ADMIT_HELP, DEFAULT_LEAVE_AFTER_S, LEAVE_HELP
 from user.interfaces.episode_events import EpisodeKind, episode_event_from_msg
 from user.nodes.parts.monitor_pace import PaceWatch
 from user.nodes.parts.monitor_text import (
@@ -74,7 +81,9 @@ def console() -> logging.Logger:
 
 @dataclass
 class MonitorParams:
-    robots: list[str] = setting([], "robot ids to follow")
+    robots: list[str] = setting([], "robot ids to follow (from the start to the end)")
+    admit: list[str] = setting([], ADMIT_HELP)
+    leave_after_s: float = setting(DEFAULT_LEAVE_AFTER_S, LEAVE_HELP, min=0.0)
     stats_topic: str = setting("/learner/stats", "the learner's TrainingStats topic")
     period_s: float = setting(5.0, "seconds between progress reports", min=0.1)
     window: int = setting(20, "online episodes the recent return, length, success and interventions are over", min=1)
@@ -86,8 +95,8 @@ class MonitorParams:
     )
 
     def __post_init__(self) -> None:
-        if not self.robots:
-            raise ConfigError("robots: list at least one robot id to follow")
+        if not self.robots and not self.admit:
+            raise ConfigError("robots: list at least one robot id to follow (or admit: robots that may join)")
 
 
 @dataclass
@@ -115,10 +124,24 @@ class MonitorNode(Node):
         self.lines: list[str] = []  # every line written, for tests
         self._console = console()
         self._lock = threading.Lock()
+        self.gone: dict[str, float] = {}  # robot that joined at run time and left -> when (wall clock)
         for robot in p.robots:
             self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
         self.create_subscription(p.stats_topic, "user/msg/TrainingStats", self._on_stats)
         self.create_timer(p.period_s, self._report)
+        # robots joining and leaving while the run goes on (`admit`)
+        self.fleet = watch_fleet(self, p, None, self._follow, self._left)
+
+    def _follow(self, robot: str) -> list[Any]:
+        """A robot joined: its line from now on (its counts kept from an earlier stay)."""
+        with self._lock:
+            self.robots.setdefault(robot, RobotProgress())
+            self.gone.pop(robot, None)
+        return [self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)]
+
+    def _left(self, robot: str) -> None:
+        with self._lock:
+            self.gone[robot] = self.wall_clock()
 
     def _on_event(self, msg: Any) -> None:
         event = episode_event_from_msg(msg)
@@ -172,10 +195,17 @@ class MonitorNode(Node):
             measured = self.pace.ratio()
             lines = [learner_text(s, self._update_rate(s) if s else 0.0, None if measured is None else measured[0])]
             counts = {robot: self._counts(robot) for robot in self.robots}
-            lines += [robot_text(robot, *counts[robot], windows.get(robot)) for robot in self.robots]
+            lines += [
+                robot_text(robot, *counts[robot], windows.get(robot)) + self._gone(robot) for robot in self.robots
+            ]
             if len(self.robots) > 1:
                 lines.append(pooled_text(sum(online for online, _ in counts.values()), self.recent.pooled()))
         return lines
+
+    def _gone(self, robot: str) -> str:
+        """ " (gone since HH:MM:SS)" for a robot that left (the caller holds the lock), else nothing."""
+        since = self.gone.get(robot)
+        return "" if since is None else f" (gone since {clock_time(since)})"
 
     def detail(self) -> str:
         """What the lines leave out: the learner's buffer and batch waits, each robot's last return and version."""
@@ -203,3 +233,7 @@ class MonitorNode(Node):
             self.lines.append(line)
             self._console.info("%s", line)
         self.log.debug("%s", self.detail())
+
+    def destroy(self) -> None:
+        if self.fleet is not None:
+            self.fleet.close()

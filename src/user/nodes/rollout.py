@@ -1,7 +1,9 @@
 """`rollout` node: the learned policy at the robot site. Observations in, actions out, for several robots.
 
-For every robot in `robots` it subscribes `/<robot>/observation` and answers each observation with an
-action on `/<robot>/action`, stamped with the episode, the step and the policy version that produced it.
+For every robot in `robots`, and every robot that joins while the run goes on (`admit`: patterns of announced
+robots that may join when they fit the policy; dropped once its announcement has been gone `leave_after_s`, see
+`user.fleet`), it subscribes `/<robot>/observation` and answers each observation with an action on
+`/<robot>/action`, stamped with the episode, the step and the policy version that produced it.
 Observations that arrive together (several robots, one control tick) are answered with ONE batched forward
 pass per policy version.
 
@@ -45,13 +47,17 @@ import torch
 from user.acting.session import ActingConfig, ActingSession
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
+from user.fleet import PolicySpec, watch_fleet
+from user.fleet.settings import ADMIT_HELP, DEFAULT_LEAVE_AFTER_S, LEAVE_HELP
 from user.interfaces.domain import Action, action_to_msg, observation_from_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
 from user.interfaces.refusals import Refusals
-from user.runtime.node import Node
+from user.runtime.node import Node, TypedPublisher
 from user.sync.link_receiver import LinkJoin, WeightLinkReceiver
 from user.sync.subscriber import WeightSubscriber
 from user.sync.trained import TrainedEpisodes
+
+JOINED_RESET_WORKERS = 16  # sync mode with `admit`: resets of robots that joined at run time waiting at once
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,9 @@ class RolloutParams(ActingConfig):
     """How the session acts (`ActingConfig`: the policy, when weights apply, warm-up, the sync deadline) and how the
     node wires it: robots and topics, the mode, threads, reports."""
 
-    robots: list[str] = setting([], "robot ids this node acts for")
+    robots: list[str] = setting([], "robot ids this node acts for (from the start to the end)")
+    admit: list[str] = setting([], ADMIT_HELP)
+    leave_after_s: float = setting(DEFAULT_LEAVE_AFTER_S, LEAVE_HELP, min=0.0)
     weights_from: Literal["bus", "link"] = setting(
         "bus", "bus: weights_topic; link: the learner's weight_link on this machine, over torch.distributed"
     )
@@ -79,8 +87,8 @@ class RolloutParams(ActingConfig):
     )
 
     def __post_init__(self) -> None:
-        if not self.robots:
-            raise ConfigError("robots: list at least one robot id to act for")
+        if not self.robots and not self.admit:
+            raise ConfigError("robots: list at least one robot id to act for (or admit: robots that may join)")
 
 
 class RolloutNode(Node):
@@ -109,15 +117,15 @@ class RolloutNode(Node):
         self.session = ActingSession(p, self.weights, self._publish, self.log)  # the params are its settings
         if p.random_steps > 0:
             self.create_subscription(p.stats_topic, "user/msg/TrainingStats", self._on_stats)
-        self._pubs = {r: self.create_publisher(f"/{r}/action", "user/msg/Action", RELIABLE) for r in p.robots}
+        self._pubs: dict[str, TypedPublisher] = {}  # robot -> its actions
         for robot in p.robots:
-            on_obs = partial(self._on_observation, robot)
-            self.create_subscription(f"/{robot}/observation", "user/msg/Observation", on_obs, BEST_EFFORT)
-            if p.mode == "sync":
-                self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
-                self.create_subscription(f"/{robot}/episode_acks", "user/msg/EpisodeAck", partial(self._on_ack, robot))
+            self._open_robot(robot)
         # sync mode: one reset waits per robot at most; joined on destroy
-        self._resets = ThreadPoolExecutor(max_workers=len(p.robots), thread_name_prefix="rollout-reset")
+        workers = len(p.robots) + (JOINED_RESET_WORKERS if p.admit else 0)
+        self._resets = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-reset")
+        spec = PolicySpec.of(p.learning, self.latest.action_dim)
+        # robots joining and leaving while the run goes on (`admit`)
+        self.fleet = watch_fleet(self, p, spec, self._open_robot, self._close_robot, probe=False)  # it reads them
         if p.report_period_s > 0:
             self.create_timer(p.report_period_s, self._report)
         self.session.start()
@@ -154,8 +162,29 @@ class RolloutNode(Node):
 
     # ---- bus callbacks --------------------------------------------------------------------------
 
+    def _open_robot(self, robot: str) -> list[Any]:
+        """Answer `robot`'s observations (sync mode: follow its episodes and receipts); the handles."""
+        self._pubs[robot] = self.create_publisher(f"/{robot}/action", "user/msg/Action", RELIABLE)
+        on_obs = partial(self._on_observation, robot)
+        handles: list[Any] = [self._pubs[robot]]
+        handles.append(self.create_subscription(f"/{robot}/observation", "user/msg/Observation", on_obs, BEST_EFFORT))
+        if self.params.mode == "sync":
+            on_ack = partial(self._on_ack, robot)
+            handles.append(
+                self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
+            )
+            handles.append(self.create_subscription(f"/{robot}/episode_acks", "user/msg/EpisodeAck", on_ack))
+        return handles
+
+    def _close_robot(self, robot: str) -> None:
+        """`robot` left or was refused: no more actions for it, its policy copy goes when no robot uses it."""
+        self._pubs.pop(robot, None)
+        self.session.forget(robot)
+
     def _on_observation(self, robot: str, msg: Any) -> None:
-        self.session.observe(robot, observation_from_msg(msg))
+        obs = observation_from_msg(msg)
+        if self.fleet is None or self.fleet.takes(robot, obs):
+            self.session.observe(robot, obs)
 
     def _on_stats(self, msg: Any) -> None:
         self.session.note_learner_steps(int(msg.env_steps))
@@ -171,7 +200,9 @@ class RolloutNode(Node):
         )
 
     def _publish(self, action: Action) -> None:
-        self._pubs[action.robot_id].publish(action_to_msg(action, self.codec))
+        pub = self._pubs.get(action.robot_id)
+        if pub is not None:  # None: the robot left meanwhile
+            pub.publish(action_to_msg(action, self.codec))
 
     # ---- sync mode ------------------------------------------------------------------------------
 
@@ -204,6 +235,8 @@ class RolloutNode(Node):
         )
 
     def destroy(self) -> None:
+        if self.fleet is not None:
+            self.fleet.close()
         self.session.close()
         self._resets.shutdown(wait=True, cancel_futures=True)  # a waiting reset sees the stop within STOP_POLL_S
         self.weights.close()

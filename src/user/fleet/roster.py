@@ -1,0 +1,150 @@
+"""`Roster`: the robots a node serves while robots join and leave a running experiment (ROS-free, clock given).
+
+Fed the robots announced alive (their descriptors, from the hardware registry) at each look (`update`), it says who
+joined and who left: a robot is taken in when the deployment authorises it (`Authorisation`) and its announcement
+fits the policy (`PolicySpec`), and it has joined, with one line, once the first of its messages fits too
+(`confirm`; at once where there is no policy to fit). An unauthorised robot and one that does not fit are refused
+with one line each, again only after their announcement went away and came back. A robot that
+joined and whose announcement is gone (stopped, killed, its host lost) is dropped once it has been gone
+`leave_after_s`; back before that, it never left. A robot that joined and then sends what does not fit is refused
+(`refuse`) and leaves at the next look. The robots of the node's `robots` list are not the roster's: they are
+served from the start to the end, as without a roster.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from user.fleet.admission import Authorisation, Mismatch, PolicySpec
+from user.hardware.descriptor import ResourceDescriptor
+
+
+@dataclass
+class Changes:
+    """What one look changed: robots to serve from now on, robots to serve no more."""
+
+    joined: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+
+
+class Roster:
+    """Robots joined at run time, with the deadline of those whose announcement is gone. Thread-safe."""
+
+    def __init__(self, rule: Authorisation, spec: PolicySpec | None, leave_after_s: float, log: logging.Logger) -> None:
+        self.rule = rule
+        self.spec = spec  # None: no policy to fit (e.g. a monitor)
+        self.leave_after_s = leave_after_s
+        self.log = log
+        self._joined: set[str] = set()  # taken in: its topics are subscribed
+        self._confirmed: set[str] = set()  # joined: what it sends fits (its "joined" line written)
+        self._described: dict[str, ResourceDescriptor] = {}  # taken in -> its announcement
+        self._gone_since: dict[str, float] = {}  # joined robot -> when its announcement was first seen gone
+        self._refused: set[str] = set()  # announced robots refused (until their announcement goes away)
+        self._dropped: list[str] = []  # refused by `refuse` since the node last took them
+        self._lock = threading.RLock()  # `update` confirms under it
+
+    def serves(self, robot_id: str) -> bool:
+        """The robot joined and was not refused or dropped since (its messages are taken)."""
+        with self._lock:
+            return robot_id in self._joined
+
+    def confirmed(self, robot_id: str) -> bool:
+        with self._lock:
+            return robot_id in self._confirmed
+
+    def confirm(self, robot_id: str) -> None:
+        """A message of a robot taken in fits the policy: it has joined (one line, the first time)."""
+        with self._lock:
+            if robot_id not in self._joined or robot_id in self._confirmed:
+                return
+            self._confirmed.add(robot_id)
+            descriptor = self._described[robot_id]
+        self.log.info(
+            "robot %s joined (%s at site %s, task %s)",
+            robot_id,
+            descriptor.model or "unknown model",
+            descriptor.site,
+            descriptor.properties.get("task", "?"),
+        )
+
+    @property
+    def joined(self) -> list[str]:
+        with self._lock:
+            return sorted(self._joined)
+
+    def update(self, alive: dict[str, ResourceDescriptor], now: float) -> Changes:
+        """One look at the robots announced alive (id -> descriptor) at time `now` (seconds, monotonic)."""
+        changes = Changes()
+        with self._lock:
+            for robot_id in sorted(alive):
+                if robot_id not in self.rule.robots:
+                    self._judge(alive[robot_id], changes)
+            self._refused &= set(alive)  # gone: judged afresh when it announces itself again
+            for robot_id in sorted(self._joined):
+                self._follow(robot_id, robot_id in alive, now, changes)
+        return changes
+
+    def refuse(self, robot_id: str, mismatch: Mismatch) -> bool:
+        """A joined robot sent what does not fit: refused with one line (True), left at the next look; False when it
+        was refused already (nothing written)."""
+        with self._lock:
+            if robot_id not in self._joined:
+                return False
+            self._forget(robot_id)
+            self._refused.add(robot_id)
+            self._dropped.append(robot_id)
+        self._log_misfit(robot_id, mismatch)
+        return True
+
+    def _log_misfit(self, robot_id: str, mismatch: Mismatch) -> None:
+        self.log.error("refused robot %s: %s does not fit the policy (%s)", robot_id, mismatch.field, mismatch.detail)
+
+    def take_refused(self) -> list[str]:
+        """Robots refused by `refuse` since the last call: the node drops their subscriptions now."""
+        with self._lock:
+            dropped, self._dropped = self._dropped, []
+        return dropped
+
+    # ---- one look -------------------------------------------------------------------------------
+
+    def _judge(self, descriptor: ResourceDescriptor, changes: Changes) -> None:
+        robot_id = descriptor.resource_id
+        if robot_id in self._joined or robot_id in self._refused:
+            return
+        if not self.rule.allows(robot_id):
+            self._refused.add(robot_id)
+            self.log.warning("refused robot %s: not admitted by this deployment (%s)", robot_id, self.rule.describe())
+            return
+        mismatch = self.spec.descriptor_mismatch(descriptor) if self.spec is not None else None
+        if mismatch is not None:
+            self._refused.add(robot_id)
+            self.log.error(
+                "refused robot %s: %s does not fit the policy (%s)", robot_id, mismatch.field, mismatch.detail
+            )
+            return
+        self._joined.add(robot_id)
+        self._described[robot_id] = descriptor
+        changes.joined.append(robot_id)
+        if self.spec is None:  # nothing to fit: joined now
+            self.confirm(robot_id)
+
+    def _follow(self, robot_id: str, announced: bool, now: float, changes: Changes) -> None:
+        if announced:
+            if self._gone_since.pop(robot_id, None) is not None:
+                self.log.info("robot %s is back before its deadline: still served", robot_id)
+            return
+        since = self._gone_since.setdefault(robot_id, now)
+        if now - since >= self.leave_after_s:
+            self._forget(robot_id)
+            changes.left.append(robot_id)
+            self.log.warning(
+                "robot %s left: its announcement has been gone %.1f s; dropped, the run goes on", robot_id, now - since
+            )
+
+    def _forget(self, robot_id: str) -> None:
+        self._joined.discard(robot_id)
+        self._confirmed.discard(robot_id)
+        self._described.pop(robot_id, None)
+        self._gone_since.pop(robot_id, None)
