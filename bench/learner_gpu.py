@@ -68,7 +68,7 @@ from learner_gpu_setup import (
     warm,
 )
 from user.learner import speed
-from user.learner.flat_weights import FlatWeightCopier
+from user.sync.flat_weights import FlatWeightCopier
 
 
 def bench_updates(

@@ -75,7 +75,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     if "--ros-args" in args_in:  # `user node KIND --ros-args ...`: the rclpy runtime
-        from user.runtime.ros_runner import main as ros_main
+        from user.nodes.ros_entry import main as ros_main
 
         return ros_main(args_in)
     args = build_parser(command_of(args_in)).parse_args(args_in)

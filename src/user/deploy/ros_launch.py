@@ -53,7 +53,7 @@ class RosNodeLaunch:
     def prefix(self) -> str | None:
         """What launch puts before the node's executable (launch_ros `Node(prefix=...)`): for a learner on several
         ranks, torchrun starting this machine's ranks, each running the node's `user_node` command line as it is
-        (`user.runtime.ros_runner` makes the lead the ROS node and the others its followers); else None."""
+        (`user.nodes.ros_entry` makes the lead the ROS node and the others its followers); else None."""
         if self.launch.ranks is None:
             return None
         return shlex.join(torchrun_command(self.launch.ranks, [], script=True))

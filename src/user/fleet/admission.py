@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from user.hardware.descriptor import ResourceDescriptor
 from user.interfaces.domain import Observation, Transition
-from user.learner.config import LearningConfig
 from user.learner.state_select import StateSelectionError, StateSelector
+
+if TYPE_CHECKING:  # the learning stack (torch) only where a policy is held: not the monitor's
+    from user.learner.config import LearningConfig
 
 
 @dataclass(frozen=True)

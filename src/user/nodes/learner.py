@@ -68,7 +68,7 @@ from user.runtime.diagnostics import Status
 from user.runtime.node import Node, TypedPublisher
 from user.sync.chunking import DTYPES
 from user.sync.publisher import WeightPublisher
-from user.sync.weight_link import LinkServe, WeightLinkSender
+from user.sync.weight_link import LinkServe, link_sender
 
 CREDIT_PERIOD_S = 0.05  # how often the data credit goes out (robots may run `credit_tolerance` ahead)
 
@@ -256,12 +256,7 @@ class LearnerNode(Node):
 
     def _weight_publisher(self, p: LearnerParams) -> WeightPublisher:
         dtype, policy = DTYPES[p.pacing.weight_dtype], self.session.policy
-        link = None
-        if p.weight_link.enabled:
-            link = WeightLinkSender(
-                p.weight_link, policy_id=p.learning.policy_id, spec=policy.weight_spec, dtype=dtype,
-                device=policy.device, log=self.log,
-            )  # fmt: skip
+        link = link_sender(p.weight_link, p.learning.policy_id, policy, dtype, self.log)
         return WeightPublisher(
             self,
             self.session.policy,

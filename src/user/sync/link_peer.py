@@ -115,8 +115,12 @@ class LinkPeer:
         code = self._await_reply()
         self.sent = version
         if code == wire.REFUSED:
-            s.log.error("weight link: rollout %s refused version %d (see its log); it keeps version %d", self.name,
-                        version, self.acked)  # fmt: skip
+            s.log.error(
+                "weight link: rollout %s refused version %d (see its log); it keeps version %d",
+                self.name,
+                version,
+                self.acked,
+            )
             return
         if code == wire.STALE:
             return  # it acts with this version or a newer one already
@@ -126,8 +130,12 @@ class LinkPeer:
         wire.send(self.group, data.contiguous(), wire.RECEIVER, wire.TAG_DATA, self._timeout_s)
         code = self._await_reply()
         if code == wire.REFUSED:
-            s.log.error("weight link: rollout %s refused the values of version %d (see its log); it keeps version %d",
-                        self.name, version, self.acked)  # fmt: skip
+            s.log.error(
+                "weight link: rollout %s refused the values of version %d (see its log); it keeps version %d",
+                self.name,
+                version,
+                self.acked,
+            )
             return
         if code != wire.APPLIED or self.acked != version:
             raise LinkError(f"weight link: the rollout did not confirm version {version} (it acts with {self.acked})")

@@ -57,9 +57,14 @@ class WeightLinkReceiver(WeightsInUse):
     """Receives `policy_id`'s versions over the link at `config.address` and applies them whole to `policy`."""
 
     def __init__(
-        self, config: LinkJoin, policy: Policy, *, policy_id: str, name: str = "rollout",
+        self,
+        config: LinkJoin,
+        policy: Policy,
+        *,
+        policy_id: str,
+        name: str = "rollout",
         log: logging.Logger | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(policy)
         self.config = config
         self.policy_id = policy_id
@@ -110,8 +115,9 @@ class WeightLinkReceiver(WeightsInUse):
             store, generation, wire.RECEIVER, backend=offer.backend, timeout_s=self.config.timeout_s, host=self.host
         )
         self.joins += 1
-        self.log.info("weight link: joined the learner at %s (generation %d, %s)", self.config.address, generation,
-                      offer.backend)  # fmt: skip
+        self.log.info(
+            "weight link: joined the learner at %s (generation %d, %s)", self.config.address, generation, offer.backend
+        )
         return offer, group
 
     def _check_offer(self, offer: wire.Offer) -> None:
@@ -138,8 +144,11 @@ class WeightLinkReceiver(WeightsInUse):
             try:
                 offer, group = self._join()
             except (RuntimeError, LinkError, ConfigError) as exc:
-                self.refusals.refuse("join", f"weight link: cannot join {self.config.address} again yet: "
-                                     f"{wire.first_line(exc)}", logging.WARNING)  # fmt: skip
+                self.refusals.refuse(
+                    "join",
+                    f"weight link: cannot join {self.config.address} again yet: {wire.first_line(exc)}",
+                    logging.WARNING,
+                )
                 continue
             with self._group_lock:
                 if self._stop.is_set():
@@ -163,8 +172,12 @@ class WeightLinkReceiver(WeightsInUse):
                 self._group = None
             if self._stop.is_set():
                 return
-            self.log.warning("weight link to %s lost (%s); acting on with version %d, joining again",
-                             self.config.address, reason, self.version)  # fmt: skip
+            self.log.warning(
+                "weight link to %s lost (%s); acting on with version %d, joining again",
+                self.config.address,
+                reason,
+                self.version,
+            )
             if not self._rejoin():
                 return
 
@@ -220,8 +233,13 @@ class WeightLinkReceiver(WeightsInUse):
 
     def _misfit(self, header: wire.Header) -> str | None:
         """Why a version header does not fit this policy, or None."""
-        own, numel, spec, code, version = (self.policy.weight_spec, header.numel, header.spec, header.dtype,
-                                           header.version)  # fmt: skip
+        own, numel, spec, code, version = (
+            self.policy.weight_spec,
+            header.numel,
+            header.spec,
+            header.dtype,
+            header.version,
+        )
         if spec != wire.spec_hash(own) or numel != own.numel:
             return (
                 f"it has another layout ({numel} parameters, layout hash {spec:#x}) than this rollout's policy "

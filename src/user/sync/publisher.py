@@ -35,7 +35,6 @@ import torch
 
 from user.bus.base import QoS
 from user.interfaces.validate import InvalidMessageError, check_weights
-from user.learner.flat_weights import FlatWeightCopier
 from user.policies.base import FlatWeights, Policy
 from user.runtime.node import Node, TypedPublisher
 from user.sync.chunking import (
@@ -50,6 +49,7 @@ from user.sync.chunking import (
 )
 from user.sync.delta import DeltaEncoder
 from user.sync.errors import PayloadError
+from user.sync.flat_weights import FlatWeightCopier
 from user.sync.weight_link import WeightLinkSender
 
 _log = logging.getLogger(__name__)

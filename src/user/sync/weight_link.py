@@ -27,7 +27,7 @@ import torch
 from torch._C._distributed_c10d import TCPStore
 
 from user.config.strict import setting
-from user.policies.base import FlatWeights, WeightSpec
+from user.policies.base import FlatWeights, Policy, WeightSpec
 from user.sync import link_wire as wire
 from user.sync.link_peer import LinkPeer, Newest
 from user.sync.link_wire import LinkError
@@ -106,8 +106,9 @@ class WeightLinkSender:
         self._next = 1  # the generation the accept thread waits for
         self._accept = threading.Thread(target=self._accept_joins, name="weight-link-accept", daemon=True)
         self._accept.start()
-        self.log.info("weight link: serving policy %r to co-located rollouts at %s (%s)", policy_id, self.address,
-                      self.backend)  # fmt: skip
+        self.log.info(
+            "weight link: serving policy %r to co-located rollouts at %s (%s)", policy_id, self.address, self.backend
+        )
 
     def offer(self, weights: FlatWeights) -> None:
         """The newest version: each joined rollout's thread sends it (training does not wait for them)."""
@@ -147,13 +148,21 @@ class WeightLinkSender:
     def _start_peer(self, generation: int, name: str) -> None:
         try:
             group = wire.open_pair(
-                self._store, generation, wire.SENDER, backend=self.backend, timeout_s=self.config.timeout_s,
+                self._store,
+                generation,
+                wire.SENDER,
+                backend=self.backend,
+                timeout_s=self.config.timeout_s,
                 host=self.config.host,
-            )  # fmt: skip
+            )
         except RuntimeError as exc:
             self.dropped += 1
-            self.log.warning("weight link: rollout %s (generation %d) did not complete its join: %s", name,
-                             generation, wire.first_line(exc))  # fmt: skip
+            self.log.warning(
+                "weight link: rollout %s (generation %d) did not complete its join: %s",
+                name,
+                generation,
+                wire.first_line(exc),
+            )
             return
         peer = LinkPeer(self, group, generation, name, self._newest)
         with self._lock:
@@ -179,3 +188,14 @@ class WeightLinkSender:
 
 
 __all__ = ["LinkError", "LinkServe", "WeightLinkSender"]
+
+
+def link_sender(
+    config: LinkServe, policy_id: str, policy: Policy, dtype: torch.dtype, log: logging.Logger
+) -> WeightLinkSender | None:
+    """The learner's sender of `config` for `policy` (None when its port is 0: weights go over the Bus only)."""
+    if not config.enabled:
+        return None
+    return WeightLinkSender(
+        config, policy_id=policy_id, spec=policy.weight_spec, dtype=dtype, device=policy.device, log=log
+    )

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from test.learner.speed_setup import tiny_algorithm
-from user.learner.flat_weights import FlatWeightCopier
 from user.policies.base import PolicyError
+from user.sync.flat_weights import FlatWeightCopier
 
 
 def _bytes(t: torch.Tensor) -> bytes:

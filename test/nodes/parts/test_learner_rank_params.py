@@ -13,7 +13,7 @@ from user.deploy.commands import launches
 from user.deploy.deployment import load
 from user.deploy.ros_launch import ros_launches
 from user.nodes.learner import LearnerParams
-from user.runtime.ros_rank_params import RankParamsError, node_name, rank_params
+from user.nodes.parts.learner_rank_params import RankParamsError, node_name, rank_params
 
 DEPLOYMENT = """name: ranks
 nodes:
