@@ -201,9 +201,11 @@ def _kinds(online: int, demo: int, images: dict[str, tuple[int, int]] | None = N
 
 
 def _fields(batch: TransitionBatch) -> dict[str, np.ndarray]:
-    """Every per-row array of the batch by name (each camera's images too): every field but the state names."""
+    """Every per-row array of the batch by name (each camera's images too): every field but the state names (and
+    the action chunks, which a batch without them does not carry)."""
     others = ("images", "next_images", "state_names")
     out = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch) if f.name not in others}
+    out = {name: value for name, value in out.items() if value is not None}
     out.update({f"images.{k}": v for k, v in batch.images.items()})
     out.update({f"next_images.{k}": v for k, v in batch.next_images.items()})
     return out

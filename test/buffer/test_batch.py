@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from test.buffer.factories import ACTION_DIM, STATE_DIM, episode
-from user.buffer.batch import CAMERA_ARRAYS, ROW_ARRAYS, BatchError, TransitionBatch, collate
+from user.buffer.batch import CAMERA_ARRAYS, CHUNK_ARRAYS, ROW_ARRAYS, BatchError, TransitionBatch, collate
 from user.buffer.errors import SampleTimeoutError
 from user.buffer.frames.prefetch import Prefetcher
 from user.interfaces.domain import Transition
@@ -83,7 +83,14 @@ def _distinct_batch(n: int, seed: int) -> TransitionBatch:
         for k, t in enumerate(ts)
     ]
     ts = [replace(t, action=replace(t.action, intervened=k % 2 == 1, policy_version=k)) for k, t in enumerate(ts)]
-    return collate(_named(ts, NAMES), np.arange(n) + 100 * seed, decode_images=True)
+    batch = collate(_named(ts, NAMES), np.arange(n) + 100 * seed, decode_images=True)
+    rows = np.arange(n)[:, None] + np.arange(3)[None, :]  # action chunks of 3 whose every row differs
+    return replace(
+        batch,
+        action_chunk=np.repeat(rows[..., None], ACTION_DIM, axis=2).astype(np.float32) + seed,
+        chunk_mask=rows < n,
+        chunk_intervened=rows % 2 == 1,
+    )
 
 
 def _per_row(batch: TransitionBatch) -> dict[str, np.ndarray]:
@@ -93,7 +100,7 @@ def _per_row(batch: TransitionBatch) -> dict[str, np.ndarray]:
         value = getattr(batch, f.name)
         if isinstance(value, dict):
             out.update({f"{f.name}.{camera}": v for camera, v in value.items()})
-        elif f.name != "state_names":
+        elif f.name != "state_names" and value is not None:
             out[f.name] = value
     return out
 
@@ -101,14 +108,16 @@ def _per_row(batch: TransitionBatch) -> dict[str, np.ndarray]:
 def test_every_field_of_a_batch_is_a_row_array_a_camera_map_or_the_state_names() -> None:
     """A field added to TransitionBatch must be one of the kinds `map`, `take` and `concat` carry."""
     names = {f.name for f in fields(TransitionBatch)}
-    assert set(ROW_ARRAYS) | set(CAMERA_ARRAYS) | {"state_names"} == names
-    assert len(ROW_ARRAYS) + len(CAMERA_ARRAYS) + 1 == len(names) and CAMERA_ARRAYS == ("images", "next_images")
+    assert set(ROW_ARRAYS) | set(CAMERA_ARRAYS) | set(CHUNK_ARRAYS) | {"state_names"} == names
+    assert len(ROW_ARRAYS) + len(CAMERA_ARRAYS) + len(CHUNK_ARRAYS) + 1 == len(names)
+    assert CAMERA_ARRAYS == ("images", "next_images")
+    assert CHUNK_ARRAYS == ("action_chunk", "chunk_mask", "chunk_intervened")
 
 
 def test_take_and_concat_carry_every_field() -> None:
     a, b = _distinct_batch(5, 1), _distinct_batch(3, 2)
     rows_a, rows_b = _per_row(a), _per_row(b)
-    assert len(rows_a) == len(ROW_ARRAYS) + 4  # two cameras, observation and next observation
+    assert len(rows_a) == len(ROW_ARRAYS) + len(CHUNK_ARRAYS) + 4  # two cameras, observation and next observation
     assert all(len({v[k].tobytes() for k in range(len(v))}) > 1 for v in rows_a.values()), "rows must differ"
     mixed = TransitionBatch.concat([a, b])
     assert mixed.state_names == NAMES and len(mixed) == 8

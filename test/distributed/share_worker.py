@@ -4,6 +4,7 @@ images, bools, names), every rank receives its share and writes it to OUT_DIR/ra
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,9 +19,19 @@ from user.distributed.ranks import RanksConfig
 GLOBAL_ROWS = 8
 
 
+HORIZON = 3
+
+
 def global_batch(decode: bool) -> TransitionBatch:
+    """The lead's batch; the decoded one also carries action chunks of HORIZON steps (a VLA learner's)."""
     rows = [transition("r0", 3, step, GLOBAL_ROWS, success=True) for step in range(GLOBAL_ROWS)]
-    return collate(rows, np.arange(100, 100 + GLOBAL_ROWS, dtype=np.int64), decode_images=decode)
+    batch = collate(rows, np.arange(100, 100 + GLOBAL_ROWS, dtype=np.int64), decode_images=decode)
+    if not decode:
+        return batch
+    n, a = batch.action.shape
+    chunk = np.arange(n * HORIZON * a, dtype=np.float32).reshape(n, HORIZON, a)
+    mask = np.arange(n * HORIZON).reshape(n, HORIZON) % 4 != 3
+    return replace(batch, action_chunk=chunk, chunk_mask=mask, chunk_intervened=~mask)
 
 
 def main() -> None:
@@ -35,6 +46,10 @@ def main() -> None:
             saved[f"{tag}_state"] = share.state
             saved[f"{tag}_terminated"] = share.terminated
             saved[f"{tag}_names"] = np.array(share.state_names)
+            for name in ("action_chunk", "chunk_mask", "chunk_intervened"):
+                value = getattr(share, name)
+                if value is not None:
+                    saved[f"{tag}_{name}"] = value
             for camera, pixels in share.images.items():
                 saved[f"{tag}_image_{camera}"] = pixels if decode else np.array([len(b) for b in pixels])
         np.savez(out / f"rank{group.env.rank}.npz", **cast(dict[str, Any], saved))

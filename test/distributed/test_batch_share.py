@@ -56,6 +56,11 @@ def test_two_ranks_get_disjoint_complete_shares_of_the_lead_batch(tmp_path: Path
             np.testing.assert_array_equal(got[f"{tag}_terminated"], whole.terminated[rows])
             assert got[f"{tag}_terminated"].dtype == np.bool_
             assert tuple(got[f"{tag}_names"]) == whole.state_names
+            for name in ("action_chunk", "chunk_mask", "chunk_intervened"):  # chunks travel with their rows
+                if getattr(whole, name) is None:
+                    assert f"{tag}_{name}" not in got.files
+                else:
+                    np.testing.assert_array_equal(got[f"{tag}_{name}"], getattr(whole, name)[rows])
             for camera, pixels in whole.images.items():
                 expected = pixels[rows] if decode else np.array([len(b) for b in pixels[rows]])
                 np.testing.assert_array_equal(got[f"{tag}_image_{camera}"], expected)

@@ -10,7 +10,7 @@ import torch
 
 from test.learner.speed_setup import host_batch, tiny_algorithm
 from user.buffer.errors import SampleTimeoutError
-from user.learner.prefetch import PrefetchClosedError, Prefetcher, PrefetchTimeoutError
+from user.learner.prefetch import PrefetchClosedError, Prefetcher, PrefetchTimeoutError, batch_tensors
 
 CPU = torch.device("cpu")
 
@@ -84,3 +84,14 @@ def test_a_source_with_nothing_yet_is_a_timeout_and_close_ends_the_worker() -> N
     assert pf.close(timeout_s=5.0)
     with pytest.raises(PrefetchClosedError):
         pf.get(timeout_s=1.0)
+
+
+def test_the_tensors_a_prepared_batch_holds_skip_the_chunks_it_has_not() -> None:
+    """What a side stream's batch is recorded on: every tensor it holds, none for the action chunks of a batch
+    without them (a None has no stream to record)."""
+    algorithm = tiny_algorithm("sac")
+    batch = algorithm.prepare(host_batch())
+    assert batch.action_chunk is None
+    tensors = batch_tensors(batch)
+    assert all(isinstance(t, torch.Tensor) for t in tensors)
+    assert len(tensors) == 5 + 2 * (1 + len(batch.obs.images))  # 5 per-row fields; state and cameras, obs and next

@@ -93,3 +93,17 @@ def test_bc_fine_tunes_the_first_action_of_the_chunk() -> None:
     assert float(after.detach()) < 0.2 * float(before.detach()) and "action_mse" in info
     with pytest.raises(PolicyError, match="mse"):
         policy.imitation_loss(obs, target, "nll")
+
+
+def test_a_model_without_a_chunk_loss_learns_the_first_action_of_chunked_batches() -> None:
+    policy = make()
+    assert not policy.learns_chunks
+    rng = np.random.default_rng(1)
+    obs = policy.preprocess(rng.normal(size=(4, 3)).astype(np.float32), {"front": np.zeros((4, 24, 24, 3), np.uint8)})
+    with pytest.raises(PolicyError, match="TinyVLA has no chunk loss"):
+        policy.chunk_loss(obs, torch.zeros(4, 4, 2), torch.ones(4, 4, dtype=torch.bool))
+    flags = torch.zeros(4, dtype=torch.bool)
+    chunk, mask = torch.zeros(4, 4, 2), torch.ones(4, 4, dtype=torch.bool)
+    batch = TorchBatch(obs, torch.zeros(4, 2), torch.zeros(4), obs, torch.zeros(4), flags, flags, chunk, mask, mask)
+    stats = BC(policy, BCConfig(lr=1e-2)).update_tensors(batch)
+    assert "action_mse" in stats.info  # today's loss: the chunks are not its to learn

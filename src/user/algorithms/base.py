@@ -49,18 +49,22 @@ class TorchBatch:
     terminated: torch.Tensor  # (B,) float32: 1 = no bootstrapping from next_obs
     is_demo: torch.Tensor  # (B,) bool
     intervened: torch.Tensor  # (B,) bool
+    action_chunk: torch.Tensor | None = None  # (B, H, A) float32: the step's action and its episode's next ones
+    chunk_mask: torch.Tensor | None = None  # (B, H) bool: False past the episode's end
+    chunk_intervened: torch.Tensor | None = None  # (B, H) bool: a human chose that action
 
     def __len__(self) -> int:
         return int(self.action.shape[0])
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> TorchBatch:
-        """This batch with `fn` applied to every per-row tensor (the observations' state and images too)."""
+        """This batch with `fn` applied to every per-row tensor (the observations' state and images too; the
+        chunk's where it has one)."""
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, TensorObs):
                 out[f.name] = TensorObs(fn(value.state), {k: fn(v) for k, v in value.images.items()})
-            else:
+            elif value is not None:
                 out[f.name] = fn(value)
         return TorchBatch(**out)
 
@@ -96,9 +100,28 @@ def to_torch(batch: TransitionBatch, policy: Policy) -> TorchBatch:
         terminated=torch.as_tensor(np.asarray(batch.terminated, dtype=np.float32)),
         is_demo=torch.as_tensor(np.asarray(batch.is_demo, dtype=bool)),
         intervened=torch.as_tensor(np.asarray(batch.intervened, dtype=bool)),
+        **_chunk_tensors(batch, policy.action_dim),
     )
     assert out.reward.shape == (n,) and out.terminated.shape == (n,)
     return out.to(policy.device)
+
+
+def _chunk_tensors(batch: TransitionBatch, action_dim: int) -> dict[str, torch.Tensor]:
+    """The batch's action chunks as tensors, shapes checked; none when it carries none."""
+    chunk, mask, intervened = batch.action_chunk, batch.chunk_mask, batch.chunk_intervened
+    if chunk is None or mask is None or intervened is None:
+        return {}
+    n, horizon = len(batch), chunk.shape[1] if chunk.ndim == 3 else -1
+    if chunk.shape != (n, horizon, action_dim) or mask.shape != (n, horizon) or intervened.shape != (n, horizon):
+        raise AlgorithmError(
+            f"batch action chunks have shape {chunk.shape} (mask {mask.shape}, intervened {intervened.shape}); "
+            f"the policy acts in {action_dim}, the batch has {n} rows"
+        )
+    return {
+        "action_chunk": torch.as_tensor(np.asarray(chunk, dtype=np.float32)),
+        "chunk_mask": torch.as_tensor(np.asarray(mask, dtype=bool)),
+        "chunk_intervened": torch.as_tensor(np.asarray(intervened, dtype=bool)),
+    }
 
 
 def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:

@@ -3,12 +3,19 @@ trained by behaviour cloning on the human's (intervention) actions only, plus de
 
 Works for any policy with an imitation loss (MLP, CNN, flow, VLA adapter). The buffer's intervention-only
 sampler can feed it directly; rows that are neither intervened nor demos are dropped here in any case.
+
+On action chunks (a chunk learner, the buffer's `chunk_horizon` on) the same rows are kept, each learning its
+chunk: by default only the steps of the chunk the human chose (the rest of the intervention segment from that
+step on, up to H), since the policy's own actions after the human handed back are not labels; demonstration
+rows learn their whole chunk. Every kept row weighs the same, as in HG-DAgger (Kelly et al. 2019).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+import torch
 
 from user.algorithms.base import AlgorithmConfig, TorchBatch
 from user.algorithms.bc import BC, BCConfig
@@ -26,6 +33,12 @@ class HGDaggerConfig(AlgorithmConfig):
 
     bc: BCConfig = setting(BCConfig(), "the behaviour-cloning step")
     use_demos: bool = setting(True, "also imitate rows marked as demonstrations")
+    chunk_steps: Literal["intervened", "all"] = setting(
+        "intervened",
+        "on action chunks: which steps of an intervened row's chunk are imitated: intervened (those the human "
+        "chose) or all (the episode's next actions, the policy's too)",
+        choices=("intervened", "all"),
+    )
 
     trains: ClassVar[type[object]] = GaussianPolicy  # its imitation loss by kind (mse, nll); a flow policy has none
 
@@ -54,3 +67,10 @@ class HGDagger(BC):
     def select(self, batch: TorchBatch) -> TorchBatch:
         keep = batch.intervened | batch.is_demo if self.hg_config.use_demos else batch.intervened
         return batch.select(keep)
+
+    def chunk_mask(self, batch: TorchBatch) -> torch.Tensor:
+        """The human's steps of each selected row's chunk (demonstration rows: all of their episode's)."""
+        mask = super().chunk_mask(batch)
+        if self.hg_config.chunk_steps == "all" or batch.chunk_intervened is None:
+            return mask
+        return mask & (batch.chunk_intervened | batch.is_demo[:, None])

@@ -24,7 +24,9 @@ class TransitionBatch:
 
     Every field annotated `np.ndarray` holds one entry per row, and so does each camera's array of the
     `dict[str, np.ndarray]` fields: `map`, `take` and `concat` find them from the annotations, so a field
-    added here is carried by all three without another list to update."""
+    added here is carried by all three without another list to update. The action-chunk fields (annotated
+    `np.ndarray | None`) are there only when the buffer was asked for chunks (`BufferConfig.chunk_horizon`), and are
+    then carried the same way; a batch without them is today's batch."""
 
     indices: np.ndarray  # (B,) int64 transition numbers in the buffer
     state: np.ndarray  # (B, S) float32
@@ -40,6 +42,10 @@ class TransitionBatch:
     images: dict[str, np.ndarray]  # camera -> pixels or compressed bytes of the observation
     next_images: dict[str, np.ndarray]  # camera -> pixels or compressed bytes of the next observation
     state_names: tuple[str, ...] = ()  # names of the S columns of state and next_state; () = unnamed
+    action_chunk: np.ndarray | None = None  # (B, H, A) float32: this step's action and the next H - 1 of its
+    # episode; past the episode's end the episode's last action is repeated (and masked out)
+    chunk_mask: np.ndarray | None = None  # (B, H) bool: False where the chunk runs past the episode's end
+    chunk_intervened: np.ndarray | None = None  # (B, H) bool: a human chose that action (False past the end)
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -53,6 +59,11 @@ class TransitionBatch:
         """This batch with `fn` applied to every per-row array (each camera's too); the state names stay."""
         return _per_array([self], lambda arrays: fn(arrays[0]), self.state_names)
 
+    @property
+    def horizon(self) -> int:
+        """H, the actions of each row's chunk; 0 when the batch carries no chunks."""
+        return 0 if self.action_chunk is None else int(self.action_chunk.shape[1])
+
     def take(self, rows: np.ndarray) -> TransitionBatch:
         """The rows at `rows` (indices, in their order, or a boolean mask) of every per-row array."""
         return self.map(lambda array: array[rows])
@@ -63,8 +74,10 @@ class TransitionBatch:
         if other.images.keys() != self.images.keys() or other.next_images.keys() != self.next_images.keys():
             raise BatchError(f"cannot mix transitions with cameras {sorted(self.images)} and {sorted(other.images)}")
         names = _agree(self.state_names, other.state_names, f"transition {int(other.indices[0])}")
+        if self.horizon != other.horizon:
+            raise BatchError(f"cannot mix rows with action chunks of {self.horizon} and {other.horizon} actions")
         try:
-            for name in ROW_ARRAYS:
+            for name in (*ROW_ARRAYS, *_present(self)):
                 getattr(self, name)[rows] = getattr(other, name)
             for name in CAMERA_ARRAYS:
                 for cam, array in getattr(self, name).items():
@@ -86,27 +99,38 @@ class TransitionBatch:
         names: tuple[str, ...] = ()
         for k, other in enumerate(batches):
             names = _agree(names, other.state_names, f"batch {k}")
+            if other.horizon != first.horizon:
+                raise BatchError(f"cannot mix batches with chunks of {first.horizon} and {other.horizon} actions")
         return _per_array(batches, np.concatenate, names)
 
 
-def _array_fields() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(fields that are one array of rows, fields that map each camera to an array of rows), by annotation."""
+def _array_fields() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(fields that are one array of rows, fields that map each camera to an array of rows, fields that are an
+    array of rows or None), by annotation."""
     hints = typing.get_type_hints(TransitionBatch)
     names = [f.name for f in fields(TransitionBatch)]
     return (
         tuple(n for n in names if hints[n] is np.ndarray),
         tuple(n for n in names if hints[n] == dict[str, np.ndarray]),
+        tuple(n for n in names if hints[n] == np.ndarray | None),
     )
 
 
-ROW_ARRAYS, CAMERA_ARRAYS = _array_fields()
+# ROW_ARRAYS: always there; CHUNK_ARRAYS: arrays of rows when the batch carries action chunks, else None
+ROW_ARRAYS, CAMERA_ARRAYS, CHUNK_ARRAYS = _array_fields()
+
+
+def _present(batch: TransitionBatch) -> tuple[str, ...]:
+    """The optional per-row arrays `batch` carries."""
+    return tuple(name for name in CHUNK_ARRAYS if getattr(batch, name) is not None)
 
 
 def _per_array(
     batches: Sequence[TransitionBatch], fn: Callable[[list[np.ndarray]], np.ndarray], state_names: tuple[str, ...]
 ) -> TransitionBatch:
     """A batch whose every per-row array is `fn` of that array in each of `batches` (cameras of the first)."""
-    out: dict[str, Any] = {name: fn([getattr(b, name) for b in batches]) for name in ROW_ARRAYS}
+    names = (*ROW_ARRAYS, *_present(batches[0]))  # the batches carry the same (`concat` checked their horizons)
+    out: dict[str, Any] = {name: fn([getattr(b, name) for b in batches]) for name in names}
     for name in CAMERA_ARRAYS:
         cameras: dict[str, np.ndarray] = getattr(batches[0], name)
         out[name] = {cam: fn([getattr(b, name)[cam] for b in batches]) for cam in cameras}

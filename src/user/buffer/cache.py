@@ -83,6 +83,12 @@ class TransitionCache:
         self.hits += int(held.sum())
         return batch, held
 
+    def actions(self, indices: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """(the actions of transitions `indices`, which were cached): one gather of the action column; the rows
+        not cached are stale; (None, all False) when none was. Not counted as hits (no transition was read)."""
+        with self._lock:
+            return self._rows.actions(indices)
+
     def __contains__(self, index: object) -> bool:
         with self._lock:
             return index in self._items

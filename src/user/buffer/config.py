@@ -119,6 +119,13 @@ class BufferConfig:
     sampler: SamplerConfig = setting(SamplerConfig(), "what a batch draws from")
     rate_limiter: RateLimiterConfig = setting(RateLimiterConfig(), "update-to-data ratio")
     batch_size: int = setting(256, "transitions per batch", min=1)
+    chunk_horizon: int = setting(
+        0,
+        "action chunks for a chunk learner (a pi0-style VLA): each sampled step also carries the next H actions "
+        "of its episode (masked, and the last action repeated, past its end; the human's steps marked); must be "
+        "the model's chunk size. 0: off, batches as without chunks",
+        min=0,
+    )
     prefetch: int = setting(2, "batches prepared in the background (0: sample in the caller's thread)", min=0)
     decode_images: bool = setting(True, "batches carry decoded HxWx3 uint8 pixels (else the compressed bytes)")
     frames: FramesConfig = setting(FramesConfig(), "decoding of pixel batches: threads, device, decoded-frame cache")

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from user.buffer.batch import TransitionBatch, collate
+from user.buffer.chunks import chunk_rows, with_chunks
 from user.buffer.commit import FaultHook
 from user.buffer.config import BufferConfig
 from user.buffer.disk.directory import lock_directory
@@ -262,7 +263,16 @@ class ReplayBuffer:
         return None
 
     def _rows(self, indices: np.ndarray) -> TransitionBatch:
-        """The batch of `indices`, images as stored: cached rows gathered by column, the rest read and collated."""
+        """The batch of `indices`, images as stored: cached rows gathered by column, the rest read and collated;
+        with each row's action chunk when `chunk_horizon` asks for it."""
+        batch = self._transitions(indices)
+        if self.config.chunk_horizon == 0:
+            return batch
+        view = self.storage.view()
+        chunks = chunk_rows(view, indices, self.config.chunk_horizon)
+        return with_chunks(batch, view, self.storage.actions(np.unique(chunks.rows)), chunks)
+
+    def _transitions(self, indices: np.ndarray) -> TransitionBatch:
         batch, held = self.storage.cache.take(indices)
         if batch is None:
             return collate(self.storage.get(indices.tolist()), indices, decode_images=False)

@@ -130,6 +130,14 @@ class RowRing:
                 if col.dtype == object:
                     col[slot] = None
 
+    def actions(self, indices: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """(the actions of transitions `indices`, which of them are held here): a gather of the action column
+        (action chunks); rows not held are stale; (None, all False) when nothing is held."""
+        if not self._size or self.shape is None:
+            return None, np.zeros(len(indices), dtype=bool)
+        slots = indices % self._size
+        return self._cols["action"][slots], self._held[slots] == indices
+
     def take(self, indices: np.ndarray) -> tuple[TransitionBatch | None, np.ndarray]:
         """(the batch of transitions `indices`, which of its rows are held here): rows not held are stale and are
         for the caller to fill; (None, all False) when none is held."""

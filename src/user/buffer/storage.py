@@ -13,6 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from user.buffer.batch import BatchError
 from user.buffer.cache import TransitionCache, cache_capacity
 from user.buffer.columns import Columns, ColumnView
 from user.buffer.config import StorageConfig
@@ -107,6 +110,31 @@ class DiskStorage:
                 loaded[i] = self._restored(i, t, view, loaded.get(i + 1))
         return [t if t is not None else loaded[int(indices[k])] for k, t in enumerate(out)]
 
+    def actions(self, indices: np.ndarray) -> np.ndarray:
+        """(N, A) float32 actions of transitions `indices` (action chunks): the cache's action column where it
+        holds them, else the transition's record alone (its camera frames are not read); `BatchError` when their
+        shapes differ."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if not len(indices):
+            raise BatchError("no transitions to read actions of")
+        gathered, held = self.cache.actions(indices)
+        if gathered is not None and held.all():
+            return np.asarray(gathered, dtype=np.float32)
+        view = self.columns.view()
+        found = self.cache.get_many([int(i) for i in indices])
+        out: list[np.ndarray] = []
+        for k, index in enumerate(indices):
+            if gathered is not None and held[k]:
+                out.append(gathered[k])
+                continue
+            t = found[k]
+            out.append(t.action.data if t is not None else self._decode_record(int(index), view).action.data)
+        shapes = {np.shape(a) for a in out}
+        if len(shapes) > 1:
+            where = f"transitions {indices.min()}..{indices.max()}"
+            raise BatchError(f"{where}: actions of shapes {sorted(shapes)} in one batch's chunks")
+        return np.stack(out).astype(np.float32, copy=False)
+
     def read(self, index: int, view: ColumnView | None = None) -> Transition:
         """Transition `index` from disk (bypassing the cache, but for the next frames of an elided step)."""
         view = view or self.columns.view()
@@ -127,6 +155,12 @@ class DiskStorage:
 
     def _decode(self, index: int, view: ColumnView) -> Transition:
         """Transition `index` as its record holds it (an elided step's next frames still placeholders)."""
+        t = self._decode_record(index, view)
+        segment_id, position = view.position(index)
+        return self.with_frames(t, segment_id, position)
+
+    def _decode_record(self, index: int, view: ColumnView) -> Transition:
+        """Transition `index`'s own record, its camera frames still placeholders (they follow it on their topics)."""
         if not 0 <= index < view.size:
             raise IndexError(f"transition {index} is not in the buffer (it holds {view.size})")
         segment_id, position = view.position(index)
@@ -137,7 +171,7 @@ class DiskStorage:
             path = str(self._path(segment_id))
             raise CorruptRecordError(path, position.offset, f"transition {index} does not decode: {exc}") from exc
         self.disk_reads += 1
-        return self.with_frames(transition_from_msg(msg), segment_id, position)
+        return transition_from_msg(msg)
 
     def with_frames(self, t: Transition, segment_id: int, position: Position) -> Transition:
         """`t`, read at `position` of segment `segment_id`, with the camera frames that follow its record taken

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from user.buffer.batch import CAMERA_ARRAYS, ROW_ARRAYS, TransitionBatch
+from user.buffer.batch import CAMERA_ARRAYS, CHUNK_ARRAYS, ROW_ARRAYS, TransitionBatch
 from user.distributed.group import RankError, RankGroup
 
 
@@ -58,9 +58,10 @@ def _layout(batch: TransitionBatch, world: int) -> _Layout:
     if len(batch) % world:
         raise RankError(f"a batch of {len(batch)} rows does not split evenly over {world} ranks (batch_size % ranks)")
     arrays: list[tuple[str, str, str, tuple[int, ...]]] = []
-    for name in ROW_ARRAYS:
+    for name in (*ROW_ARRAYS, *CHUNK_ARRAYS):  # action chunks travel with their rows, when the batch has them
         array = getattr(batch, name)
-        arrays.append((name, "", array.dtype.str, tuple(array.shape[1:])))
+        if array is not None:
+            arrays.append((name, "", array.dtype.str, tuple(array.shape[1:])))
     for name in CAMERA_ARRAYS:
         for camera, array in sorted(getattr(batch, name).items()):
             arrays.append((name, camera, array.dtype.str, tuple(array.shape[1:])))

@@ -64,7 +64,7 @@ def batch_tensors(batch: TorchBatch) -> list[torch.Tensor]:
         value = getattr(batch, f.name)
         if isinstance(value, TensorObs):
             out.extend([value.state, *value.images.values()])
-        else:
+        elif value is not None:  # an action chunk, when the batch has none
             out.append(value)
     return out
 

@@ -2,9 +2,10 @@
 
 A `VLAModel` is a torch module mapping camera images, the state and an instruction to an action chunk
 (B, H, A) in [-1, 1]. `VLAPolicy` queries it once, queues the first `execute_horizon` actions of the chunk
-and replays them one per `act` call, re-querying when the queue runs out (and after `reset`). For training
-it scores a single demonstrated action against the first action of the predicted chunk (mse), so BC and
-HG-DAgger fine-tune it like any other policy.
+and replays them one per `act` call, re-querying when the queue runs out (and after `reset`). For training,
+a model with its own chunk loss (`VLAModel.chunk_loss`, e.g. π0's flow matching) learns whole chunks of the
+buffer's episodes (`chunk_loss`, used by BC and HG-DAgger when the batch carries chunks); otherwise a single
+demonstrated action is scored against the first action of the predicted chunk (mse).
 """
 
 from __future__ import annotations
@@ -38,6 +39,22 @@ class VLAModel(nn.Module):
 
     def forward(self, images: Mapping[str, torch.Tensor], state: torch.Tensor, instruction: str) -> torch.Tensor:
         return self.predict(images, state, instruction)
+
+    def chunk_loss(
+        self,
+        images: Mapping[str, torch.Tensor],
+        state: torch.Tensor,
+        instruction: str,
+        actions: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The model's own loss of (B, H, A) chunks, steps where the (B, H) mask is False left out; a model that
+        has one overrides this (see `has_chunk_loss`)."""
+        raise PolicyError(f"{type(self).__name__} has no chunk loss")
+
+    @property
+    def has_chunk_loss(self) -> bool:
+        return type(self).chunk_loss is not VLAModel.chunk_loss
 
 
 @dataclass(frozen=True)
@@ -102,6 +119,25 @@ class VLAPolicy(Policy):
     def encoder(self) -> Encoder:
         """Critics of a VLA policy see the state (the model's vision stack stays the model's own)."""
         return StateEncoder(self.model.state_dim)
+
+    @property
+    def learns_chunks(self) -> bool:
+        """Whether the model learns whole chunks (`chunk_loss`)."""
+        return self.model.has_chunk_loss
+
+    def chunk_loss(
+        self, obs: TensorObs, actions: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The model's loss of the (B, H, A) chunks in `obs` (H the model's chunk size), masked steps left out."""
+        expected = (len(obs), self.model.chunk_size, self.action_dim)
+        if tuple(actions.shape) != expected:
+            raise PolicyError(
+                f"action chunks must be (B, H, A) = {expected}, got {tuple(actions.shape)}; set the buffer's "
+                f"chunk_horizon to the model's chunk size {self.model.chunk_size}"
+            )
+        if tuple(mask.shape) != expected[:2] or mask.dtype != torch.bool:
+            raise PolicyError(f"the chunk mask must be bool {expected[:2]}, got {mask.dtype} {tuple(mask.shape)}")
+        return self.model.chunk_loss(obs.images, obs.state, self.config.instruction, actions, mask)
 
     def imitation_loss(self, obs: TensorObs, action: torch.Tensor, kind: str) -> tuple[torch.Tensor, dict[str, float]]:
         """MSE between the first predicted action of each chunk and the demonstrated action (B, A)."""

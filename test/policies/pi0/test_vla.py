@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from test.conftest import REPO
-from user.policies import ObservationConfig, PolicyInput
+from user.policies import ObservationConfig, PolicyError, PolicyInput
 from user.policies.pi0 import TEST_SIZE, Pi0Error, Pi0Model, Pi0VLA
 from user.policies.vla import VLAPolicy, VLAPolicyConfig
 
@@ -67,3 +67,19 @@ def test_the_core_imports_without_transformers() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+def test_the_policy_learns_whole_chunks_of_the_models_size(model: Pi0Model, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    policy = VLAPolicy(
+        Pi0VLA(model, tokenizer, state_dim=3, action_dim=2), VLAPolicyConfig("open the drawer", 0, SIGLIP_PIXELS)
+    )
+    assert policy.learns_chunks
+    rng = np.random.default_rng(0)
+    obs = policy.preprocess(rng.normal(size=(2, 3)).astype(np.float32), {"front": np.zeros((2, 40, 40, 3), np.uint8)})
+    mask = torch.tensor([[True, True, False, False], [True] * 4])
+    loss, info = policy.chunk_loss(obs, torch.zeros(2, TEST_SIZE.chunk_size, 2), mask)
+    assert loss.requires_grad and info["valid_steps"] == 6
+    with pytest.raises(PolicyError, match="set the buffer's chunk_horizon to the model's chunk size 4"):
+        policy.chunk_loss(obs, torch.zeros(2, 10, 2), torch.ones(2, 10, dtype=torch.bool))
+    with pytest.raises(PolicyError, match="chunk mask must be bool"):
+        policy.chunk_loss(obs, torch.zeros(2, 4, 2), torch.ones(2, 4))
