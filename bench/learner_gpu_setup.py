@@ -65,6 +65,9 @@ class HostBatch:
     intervened: np.ndarray
     images: dict[str, np.ndarray]
     next_images: dict[str, np.ndarray]
+    action_chunk: np.ndarray | None = None  # no action chunks: an image SAC/RLPD learner's batch
+    chunk_mask: np.ndarray | None = None
+    chunk_intervened: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.action)
