@@ -18,10 +18,10 @@ from user.algorithms.registry import ALGORITHMS
 from user.algorithms.rlpd import RLPD
 from user.algorithms.sac import SAC
 from user.algorithms.sac_flow import SACFlow
-from user.buffer.config import SamplerConfig
+from user.buffer.config import BufferConfig, SamplerConfig
 from user.buffer.samplers import make_sampler
 from user.config.strict import ConfigError, from_mapping, selection_of
-from user.learner.config import POLICIES, LearningConfig
+from user.learner.config import POLICIES, LearningConfig, check_chunk_horizon
 from user.policies.cnn import CNNPolicy
 from user.policies.flow import FlowPolicy
 from user.policies.mlp import MLPPolicy
@@ -48,6 +48,7 @@ def load(**data: Any) -> LearningConfig:
         ({"algorithm": "hg_dagger", "rlpd": {}}, "rlpd: a setting of algorithm 'rlpd', but algorithm 'hg"),
         ({"policy_kind": "cnn", "mlp": {}}, "mlp: a setting of policy_kind 'mlp', but policy_kind 'cnn'"),
         ({"cnn": {"state_dim": 3}}, "cnn: a setting of policy_kind 'cnn', but policy_kind 'mlp'"),
+        ({"vla": {"size": "test"}}, "vla: a setting of policy_kind 'vla', but policy_kind 'mlp'"),
     ],
 )
 def test_a_section_of_an_unselected_kind_is_one_clear_error(data: dict[str, Any], message: str) -> None:
@@ -110,7 +111,7 @@ def test_sac_s_default_sampler_draws_half_demos_when_there_are_demos_and_uniform
 
 
 def test_each_policy_kind_builds_its_own_policy() -> None:
-    assert set(POLICIES) == {"mlp", "cnn", "flow"}
+    assert set(POLICIES) == {"mlp", "cnn", "flow", "vla"}
     mlp = load(**MLP)
     assert isinstance(mlp.build_policy(), MLPPolicy) and mlp.state_dim == 5
     cnn = load(policy_kind="cnn", cnn={"state_dim": 4, "action_dim": 2, "observation": {"cameras": ["wrist"]}})
@@ -126,12 +127,37 @@ def test_an_algorithm_refuses_a_policy_kind_it_cannot_train() -> None:
     assert str(err.value) == (
         "run.yaml: algorithm sac_flow cannot train a policy of policy_kind mlp; select policy_kind flow"
     )
-    refused = "algorithm hg_dagger cannot train a policy of policy_kind flow; select policy_kind mlp or cnn"
+    refused = "algorithm hg_dagger cannot train a policy of policy_kind flow; select policy_kind mlp or cnn or vla"
     with pytest.raises(ConfigError, match=refused):
         load(algorithm="hg_dagger", **FLOW)
     for algorithm in ("rlpd", "sac"):  # these train a flow policy too (with its path likelihood as log pi)
         config = load(algorithm=algorithm, **FLOW, **{algorithm: {"critic_hidden": [16]}})
         assert type(config.build_algorithm(config.build_policy()).policy) is FlowPolicy
+
+
+@pytest.mark.parametrize("algorithm", ["rlpd", "sac", "sac_flow"])
+def test_only_hg_dagger_trains_a_vla(algorithm: str) -> None:
+    """A VLA gives no action log-likelihood: the SAC-style learners are refused at once, naming what fits."""
+    with pytest.raises(ConfigError) as err:
+        load(algorithm=algorithm, policy_kind="vla")
+    fits = "flow" if algorithm == "sac_flow" else "mlp or cnn or flow"
+    assert str(err.value) == (
+        f"run.yaml: algorithm {algorithm} cannot train a policy of policy_kind vla; select policy_kind {fits}"
+    )
+    assert load(algorithm="hg_dagger", policy_kind="vla").vla.size == "test"
+
+
+def test_a_vla_learner_needs_chunks_of_its_model_s_size() -> None:
+    vla = load(algorithm="hg_dagger", policy_kind="vla", vla={"size": "test", "chunk_size": 10})
+    with pytest.raises(ConfigError) as err:
+        check_chunk_horizon(vla, BufferConfig())
+    assert str(err.value) == (
+        "buffer.chunk_horizon 0 differs from the VLA model's chunk size 10 (learning.vla): set buffer.chunk_horizon: 10"
+    )
+    with pytest.raises(ConfigError, match="buffer.chunk_horizon 4 differs from the VLA model's chunk size 10"):
+        check_chunk_horizon(vla, BufferConfig(chunk_horizon=4))
+    check_chunk_horizon(vla, BufferConfig(chunk_horizon=10))
+    check_chunk_horizon(load(**MLP), BufferConfig())  # other policies learn single actions
 
 
 @pytest.mark.parametrize(("selector", "table"), [("algorithm", ALGORITHMS), ("policy_kind", POLICIES)])

@@ -107,3 +107,26 @@ def test_a_model_without_a_chunk_loss_learns_the_first_action_of_chunked_batches
     batch = TorchBatch(obs, torch.zeros(4, 2), torch.zeros(4), obs, torch.zeros(4), flags, flags, chunk, mask, mask)
     stats = BC(policy, BCConfig(lr=1e-2)).update_tensors(batch)
     assert "action_mse" in stats.info  # today's loss: the chunks are not its to learn
+
+
+class NoisyVLA(TinyVLA):
+    """A model that draws at random when it predicts, as π0 draws its initial noise."""
+
+    def predict(self, images: Mapping[str, torch.Tensor], state: torch.Tensor, instruction: str) -> torch.Tensor:
+        chunk = super().predict(images, state, instruction)
+        return (chunk + 0.5 * torch.randn_like(chunk)).clamp(-1.0, 1.0)
+
+
+def test_a_deterministic_query_seeds_the_models_draws_and_leaves_the_global_ones_alone() -> None:
+    obs_config = ObservationConfig(cameras=("front",), image_size=16)
+    a, b = (VLAPolicy(NoisyVLA(), VLAPolicyConfig("insert the peg", 0, obs_config)) for _ in range(2))
+    torch.manual_seed(7)
+    state = torch.random.get_rng_state()
+    first = [a.act(observation(1), deterministic=True) for _ in range(4)]  # one query: its chunk
+    assert torch.equal(torch.random.get_rng_state(), state)
+    torch.manual_seed(8)  # other global draws: the same chunk
+    assert np.array_equal(np.stack(first), np.stack([b.act(observation(1), deterministic=True) for _ in range(4)]))
+    a.reset()
+    assert not np.array_equal(a.act(observation(1)), first[0])  # a stochastic query draws afresh
+    obs = a.preprocess(observation(1).state[None], {"front": observation(1).images["front"][None]})
+    assert torch.equal(a.act_tensor(obs, deterministic=True), b.act_tensor(obs, deterministic=True))

@@ -8,6 +8,7 @@ buffer's `chunk_horizon`); the learning rate follows `lr_schedule`.
 
 from __future__ import annotations
 
+from abc import ABC
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -18,6 +19,8 @@ from user.algorithms.base import Algorithm, AlgorithmError, RankSync, TorchBatch
 from user.algorithms.lr_schedule import SCHEDULES, ScheduleKind, cosine_rate
 from user.config import setting
 from user.policies.base import Policy, TensorObs
+from user.policies.gaussian import GaussianPolicy
+from user.policies.vla import VLAPolicy
 
 if TYPE_CHECKING:
     from user.buffer.batch import TransitionBatch
@@ -46,6 +49,16 @@ class ChunkImitable(Protocol):
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Loss of imitating the (B, H, A) chunks in `obs`, steps where the (B, H) mask is False left out."""
         ...
+
+
+class Imitating(ABC):  # noqa: B024 - only checked against (`issubclass`): no members of its own
+    """The policy classes BC and HG-DAgger train (`AlgorithmConfig.trains`): those imitable by loss kind (Gaussian
+    policies: mse, nll) or that learn whole chunks (VLA policies; the mse of a chunk's first action otherwise). A
+    flow policy's imitation loss takes no kind (SAC-Flow trains it)."""
+
+    @classmethod
+    def __subclasshook__(cls, subclass: type) -> bool:
+        return issubclass(subclass, (GaussianPolicy, VLAPolicy))
 
 
 def chunk_learner(policy: object) -> ChunkImitable | None:

@@ -1,8 +1,9 @@
 """HG-DAgger (Kelly et al. 2019): the robot acts, a human takes over when it goes wrong, and the policy is
 trained by behaviour cloning on the human's (intervention) actions only, plus demonstrations if asked.
 
-Works for any policy with an imitation loss (MLP, CNN, flow, VLA adapter). The buffer's intervention-only
-sampler can feed it directly; rows that are neither intervened nor demos are dropped here in any case.
+Works for any policy imitable by loss kind (MLP, CNN) or learning chunks (a VLA: `bc.Imitating`). The buffer's
+intervention-only sampler can feed it directly; rows that are neither intervened nor demos are dropped here in any
+case.
 
 On action chunks (a chunk learner, the buffer's `chunk_horizon` on) the same rows are kept, each learning its
 chunk: by default only the steps of the chunk the human chose (the rest of the intervention segment from that
@@ -18,10 +19,9 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import torch
 
 from user.algorithms.base import AlgorithmConfig, TorchBatch
-from user.algorithms.bc import BC, BCConfig
+from user.algorithms.bc import BC, BCConfig, Imitating
 from user.config import setting
 from user.policies.base import Policy
-from user.policies.gaussian import GaussianPolicy
 
 if TYPE_CHECKING:
     from user.buffer.config import SamplerConfig
@@ -40,7 +40,7 @@ class HGDaggerConfig(AlgorithmConfig):
         choices=("intervened", "all"),
     )
 
-    trains: ClassVar[type[object]] = GaussianPolicy  # its imitation loss by kind (mse, nll); a flow policy has none
+    trains: ClassVar[type[object]] = Imitating  # imitable by loss kind (mse, nll) or learning chunks (a VLA)
 
     def build(self, policy: Policy, seed: int) -> HGDagger:
         del seed  # behaviour cloning draws nothing at random

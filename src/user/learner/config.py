@@ -19,16 +19,18 @@ from user.algorithms.registry import ALGORITHMS
 from user.algorithms.rlpd import RLPDConfig
 from user.algorithms.sac import SACConfig
 from user.algorithms.sac_flow import SACFlowConfig
-from user.buffer.config import SamplerConfig
+from user.buffer.config import BufferConfig, SamplerConfig
 from user.config.strict import ConfigError, setting
 from user.learner.state_select import PRIVILEGED_PREFIX, StateSelector
 from user.policies.base import Policy
 from user.policies.cnn import CNNPolicy, CNNPolicyConfig
 from user.policies.flow import FlowPolicy, FlowPolicyConfig
 from user.policies.mlp import MLPPolicy, MLPPolicyConfig
+from user.policies.pi0.kind import VLAKindConfig, build_vla_policy
+from user.policies.vla import VLAPolicy
 
 AlgorithmKind = Literal["rlpd", "sac", "sac_flow", "hg_dagger"]  # the names of ALGORITHMS
-PolicyKind = Literal["mlp", "cnn", "flow"]  # the names of POLICIES
+PolicyKind = Literal["mlp", "cnn", "flow", "vla"]  # the names of POLICIES
 
 
 @dataclass(frozen=True)
@@ -37,12 +39,20 @@ class PolicyEntry:
 
     policy: type[Policy]  # the class it builds (what an algorithm's `trains` is checked against)
     build: Callable[[Any], Policy]  # a fresh policy from its section
+    algorithms: tuple[str, ...] | None = None  # the only algorithms that train it (None: each whose `trains` fits)
+
+    def trained_by(self, algorithm: str) -> bool:
+        """Whether `algorithm` can train this kind's policy."""
+        fits = issubclass(self.policy, ALGORITHMS[algorithm].trains)
+        return fits and (self.algorithms is None or algorithm in self.algorithms)
 
 
 POLICIES: dict[str, PolicyEntry] = {
     "mlp": PolicyEntry(MLPPolicy, MLPPolicy),
     "cnn": PolicyEntry(CNNPolicy, CNNPolicy),
     "flow": PolicyEntry(FlowPolicy, FlowPolicy),
+    # a VLA gives no action log-likelihood (SAC-style learners cannot train it); it imitates, on whole chunks
+    "vla": PolicyEntry(VLAPolicy, build_vla_policy, algorithms=("hg_dagger",)),
 }
 
 
@@ -58,13 +68,20 @@ class LearningConfig:
     """The policy and algorithm of a run (shared by learner and rollout)."""
 
     policy_id: str = setting("policy", "name of the policy; weight chunks carry it, subscribers check it")
-    policy_kind: PolicyKind = setting("mlp", "mlp: state only; cnn: camera images + state; flow: flow matching")
+    policy_kind: PolicyKind = setting(
+        "mlp", "mlp: state only; cnn: camera images + state; flow: flow matching; vla: a π0-shaped VLA (action chunks)"
+    )
     mlp: MLPPolicyConfig = setting(
         MLPPolicyConfig(state_dim=17, action_dim=7), "policy_kind mlp: the network", when=("policy_kind", "mlp")
     )
     cnn: CNNPolicyConfig = setting(CNNPolicyConfig(), "policy_kind cnn: the network", when=("policy_kind", "cnn"))
     flow: FlowPolicyConfig = setting(
         FlowPolicyConfig(), "policy_kind flow: the network (for sac_flow)", when=("policy_kind", "flow")
+    )
+    vla: VLAKindConfig = setting(
+        VLAKindConfig(size="test"),
+        "policy_kind vla: the π0 model (checkpoint or size test) and how it is driven (for hg_dagger)",
+        when=("policy_kind", "vla"),
     )
     algorithm: AlgorithmKind = setting("rlpd", ", ".join(ALGORITHMS))
     rlpd: RLPDConfig = setting(RLPDConfig(), "algorithm rlpd: its settings", when=("algorithm", "rlpd"))
@@ -81,9 +98,8 @@ class LearningConfig:
     seed: int = setting(0, "seed of the algorithm's random draws")
 
     def __post_init__(self) -> None:
-        trains = ALGORITHMS[self.algorithm].trains
-        if not issubclass(POLICIES[self.policy_kind].policy, trains):
-            fits = " or ".join(k for k, e in POLICIES.items() if issubclass(e.policy, trains))
+        if not POLICIES[self.policy_kind].trained_by(self.algorithm):
+            fits = " or ".join(k for k, e in POLICIES.items() if e.trained_by(self.algorithm))
             raise ConfigError(
                 f"algorithm {self.algorithm} cannot train a policy of policy_kind {self.policy_kind}; "
                 f"select policy_kind {fits}"
@@ -161,4 +177,17 @@ def check_batch_split(learning: LearningConfig) -> None:
     if learning.batch_size < learning.gradient_steps_per_update:
         raise ConfigError(
             f"batch_size {learning.batch_size} cannot be split into {learning.gradient_steps_per_update} gradient steps"
+        )
+
+
+def check_chunk_horizon(learning: LearningConfig, buffer: BufferConfig) -> None:
+    """A VLA learner learns whole chunks of its model's size: its buffer must hand it chunks of exactly that many
+    actions (`buffer.chunk_horizon`)."""
+    if learning.policy_kind != "vla":
+        return
+    size = learning.vla.model_chunk_size()
+    if buffer.chunk_horizon != size:
+        raise ConfigError(
+            f"buffer.chunk_horizon {buffer.chunk_horizon} differs from the VLA model's chunk size {size} "
+            f"(learning.vla): set buffer.chunk_horizon: {size}"
         )

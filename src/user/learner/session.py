@@ -28,7 +28,7 @@ from user.distributed.current import this_rank
 from user.interfaces.domain import Transition
 from user.learner import rank_checkpoint
 from user.learner.checkpoint import Checkpoint, CheckpointStore, CheckpointWriteError, LearnerCounters
-from user.learner.config import check_batch_split
+from user.learner.config import check_batch_split, check_chunk_horizon
 from user.learner.device import resolve_device
 from user.learner.progress import ProgressLog
 from user.learner.publication import Publication, WeightSink
@@ -61,6 +61,7 @@ class LearningSession:
 
     def __init__(self, config: SessionConfig, log: logging.Logger | None = None) -> None:
         check_batch_split(config.learning)
+        check_chunk_horizon(config.learning, config.buffer)
         self.config = config
         self.log = log or logging.getLogger("user.learner.session")
         self.run_dir = run_dir = Path(config.run_dir)

@@ -6,12 +6,16 @@ and replays them one per `act` call, re-querying when the queue runs out (and af
 a model with its own chunk loss (`VLAModel.chunk_loss`, e.g. π0's flow matching) learns whole chunks of the
 buffer's episodes (`chunk_loss`, used by BC and HG-DAgger when the batch carries chunks); otherwise a single
 demonstrated action is scored against the first action of the predicted chunk (mse).
+
+A deterministic query (`act(..., deterministic=True)`) seeds the model's random draws (π0's initial noise) with
+`DETERMINISTIC_SEED` for that query alone: the same weights and observation give the same chunk on every machine.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +28,19 @@ from user.config import setting
 from user.policies.base import Encoder, Policy, PolicyError, PolicyInput, TensorObs
 from user.policies.mlp import StateEncoder
 from user.policies.preprocess import ObservationConfig, preprocess
+
+DETERMINISTIC_SEED = 0  # the seed of a deterministic query's draws
+
+
+@contextmanager
+def seeded_draws(device: torch.device) -> Iterator[None]:
+    """Torch's random draws on the host and on `device` seeded with `DETERMINISTIC_SEED` inside, restored after."""
+    devices = (
+        [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    )
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(DETERMINISTIC_SEED)
+        yield
 
 
 class VLAModel(nn.Module):
@@ -97,17 +114,25 @@ class VLAPolicy(Policy):
 
     def act_tensor(self, obs: TensorObs, *, deterministic: bool) -> torch.Tensor:
         """First action of each chunk (stateless; `act` is the chunk-replaying entry point)."""
-        del deterministic
+        if deterministic:
+            with seeded_draws(self.device):
+                return self.chunk(obs)[:, 0]
         return self.chunk(obs)[:, 0]
 
     def act(self, obs: PolicyInput, *, deterministic: bool = False) -> npt.NDArray[np.float32]:
-        """Next queued action; queries the model for a new chunk when the queue is empty."""
-        del deterministic
+        """Next queued action; queries the model for a new chunk when the queue is empty (deterministic: with the
+        model's draws seeded)."""
         if not self._queue:
             state = np.asarray(obs.state, dtype=np.float32)[None]
             images = {k: np.asarray(v)[None] for k, v in obs.images.items()}
             with torch.no_grad():
-                chunk = self.chunk(self.preprocess(state, images))[0].cpu().numpy().astype(np.float32)
+                batch = self.preprocess(state, images)
+                if deterministic:
+                    with seeded_draws(self.device):
+                        out = self.chunk(batch)
+                else:
+                    out = self.chunk(batch)
+                chunk = out[0].cpu().numpy().astype(np.float32)
             self._queue.extend(chunk[: self.horizon])
             self.queries += 1
         return self._queue.popleft()

@@ -4,7 +4,8 @@ Import this package only where the model is used: it needs transformers, safeten
 per concern: `config` (sizes, the transformers configs), `masks` (π0's attention mask), `backbone` (PaliGemma
 prefix and Gemma action expert with joint attention), `flow` (flow matching and the Euler sampler), `model`
 (the model, its chunk loss and sampler), `tokenizer`, `checkpoint` (the checkpoint directory), `names` (the
-published checkpoints' tensor names), `vla` (the model behind `user.policies.vla.VLAModel`).
+published checkpoints' tensor names), `vla` (the model behind `user.policies.vla.VLAModel`), `kind` (the
+learner's `vla` policy kind: its settings and builder).
 """
 
 from user.policies.pi0.checkpoint import load, save

@@ -78,6 +78,24 @@ def load(directory: str | Path, device: str | torch.device = "cpu") -> tuple[Pi0
     return model, read_tokenizer(path, config.vocab_size)
 
 
+def stored_config(directory: str | Path) -> Pi0Config:
+    """Our config alone of a checkpoint directory's `config.json` (its sizes: chunk_size ...), without transformers
+    and without reading the tensors."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise CheckpointError(path, "no such directory")
+    file = path / CONFIG_FILE
+    data = _json(file)
+    if data.get("format") != FORMAT or data.get("version") != VERSION:
+        raise CheckpointError(file, f"not a {FORMAT} version {VERSION} config (format {data.get('format')!r})")
+    if not isinstance(data.get("pi0"), dict):
+        raise CheckpointError(file, "no 'pi0' section")
+    try:
+        return from_mapping(Pi0Config, data["pi0"], where="pi0")
+    except (ConfigError, Pi0Error) as exc:
+        raise CheckpointError(file, str(exc)) from None
+
+
 def read_config(file: Path) -> tuple[Pi0Config, PaliGemmaConfig, GemmaConfig]:
     """Our config and the PaliGemma and expert configs of `config.json`, checked against each other."""
     from transformers import GemmaConfig, PaliGemmaConfig
