@@ -3,7 +3,6 @@ observations of a small MLP policy's layout."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 
 import numpy as np
@@ -13,6 +12,7 @@ from user.interfaces.domain import Observation
 from user.learner.config import LearningConfig
 from user.policies.base import FlatWeights
 from user.policies.mlp import MLPPolicyConfig
+from user.sync.in_use import WeightsInUse
 
 STATE_DIM, ACTION_DIM = 7, 4
 
@@ -27,18 +27,13 @@ def observation(robot: str, episode: int = 0, step: int = 0, state: np.ndarray |
     return Observation(robot, "peg_insertion", episode, step, values, 1_000 + step)
 
 
-class Weights:
-    """The rollout's weight subscriber as the session sees it: the newest complete version, set by the test."""
+class Weights(WeightsInUse):
+    """The rollout's weight subscriber as the session sees it (the receivers' reading side): the newest complete
+    version, set by the test."""
 
     def __init__(self) -> None:
-        self.policy = learning().build_policy()
+        super().__init__(learning().build_policy())
         self.snapshots = 0  # how often a policy copy was made from these weights
-        self._changed = threading.Condition()
-
-    @property
-    def version(self) -> int:
-        with self._changed:
-            return self.policy.version
 
     def snapshot(self) -> FlatWeights:
         with self._changed:
@@ -52,7 +47,3 @@ class Weights:
             data = torch.full_like(weights.data, 0.01 * version)
             self.policy.load_weights(replace(weights, data=data, version=version))
             self._changed.notify_all()
-
-    def wait_for_version(self, version: int, timeout_s: float) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: self.policy.version >= version, timeout_s)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+from test.learner.test_ranked_update import assert_trained_alike
 from test.learner.test_ranked_update import trained as ranked_trained
 from user.config import ConfigError, from_mapping
 from user.distributed.ranks import RanksConfig
@@ -32,13 +33,7 @@ def test_a_sharded_actor_trains_as_one_process_and_publishes_its_full_weights(tm
         assert not any(alone["sharded"]), name  # one rank trains the actor whole
         for rank in two[name]:
             assert all(rank["sharded"]), name  # every actor parameter a DTensor
-            assert len(rank["losses"]) == len(alone["losses"]) == 3, name
-            for got, want in zip(rank["losses"], alone["losses"], strict=True):
-                assert got.keys() == want.keys(), name
-                for key in want:
-                    assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-6), (name, key)
-            for key, value in alone["weights"].items():
-                torch.testing.assert_close(rank["weights"][key], value, rtol=1e-4, atol=1e-6, msg=f"{name} {key}")
+            assert_trained_alike(name, rank, alone)
         lead, other = two[name]
         full = torch.cat([w.reshape(-1) for w in lead["weights"].values()])
         torch.testing.assert_close(lead["published"], full, rtol=0, atol=0)  # the gather is the whole actor

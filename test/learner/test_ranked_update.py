@@ -34,18 +34,23 @@ def trained(
     return {name: [torch.load(out / f"{name}_rank{r}.pt") for r in range(nproc)] for name in names}
 
 
+def assert_trained_alike(name: str, rank: dict[str, Any], alone: dict[str, Any]) -> None:
+    """A rank's 3 updates gave the losses and final weights one process's gave (float tolerance)."""
+    assert len(rank["losses"]) == len(alone["losses"]) == 3, name
+    for got, want in zip(rank["losses"], alone["losses"], strict=True):
+        assert got.keys() == want.keys(), name
+        for key in want:
+            assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-6), (name, key)
+    for key, value in alone["weights"].items():
+        torch.testing.assert_close(rank["weights"][key], value, rtol=1e-4, atol=1e-6, msg=f"{name} {key}")
+
+
 def test_two_ranks_train_every_algorithm_as_one_process(tmp_path: Path) -> None:
     one, two = trained(tmp_path, 1), trained(tmp_path, 2)
     for name in ALGORITHMS:
         (alone,) = one[name]
         for rank in two[name]:  # both ranks hold the same model, and it is the one process's
-            assert len(rank["losses"]) == len(alone["losses"]) == 3, name
-            for got, want in zip(rank["losses"], alone["losses"], strict=True):
-                assert got.keys() == want.keys(), name
-                for key in want:
-                    assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-6), (name, key)
-            for key, value in alone["weights"].items():
-                torch.testing.assert_close(rank["weights"][key], value, rtol=1e-4, atol=1e-6, msg=f"{name} {key}")
+            assert_trained_alike(name, rank, alone)
 
 
 def test_each_rank_holds_its_part_of_every_slice() -> None:
