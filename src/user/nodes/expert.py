@@ -9,6 +9,10 @@ the full task state to the observation's `state` under `task/...` names (see
 `role: human` publishes on the robot's intervention topic instead (intervened, source HUMAN), only for the
 observation steps listed in `steps`: a deterministic stand-in for an operator in intervention tests.
 
+`role: corrector` is the simulated person of HG-DAgger (`user.tasks.corrector`): it watches every observation and
+publishes the expert's action as an intervention only while the arm has strayed from the expert's path (beyond
+`corrector.takeover_m`, until it is back within `corrector.handback_m`), logging each take-over and hand-back.
+
 With `until_episode`, the expert gives demonstrations only: at the first observation of a later episode it says
 so in one line and finishes (exit code 0, status `stopped`), which its launcher never respawns nor counts as a
 failure, even with `respawn: true` (`user.deploy.respawn`).
@@ -26,9 +30,11 @@ from user.config.strict import ConfigError, setting
 from user.interfaces.domain import Action, action_to_msg, observation_from_msg
 from user.robot_loop.gate import SOURCE_HUMAN, SOURCE_SCRIPTED
 from user.robot_loop.privileged import PrivilegedStateError, arm_and_task_state
+from user.robots.base import ArmState
 from user.robots.safety import SafetyConfig
 from user.runtime.node import Node
-from user.tasks.base import ActionScale, TaskError
+from user.tasks.base import ActionScale, TaskError, TaskState
+from user.tasks.corrector import Corrector, CorrectorConfig
 from user.tasks.registry import TASKS, make_task
 
 
@@ -41,7 +47,11 @@ class ExpertParams:
         "settings of the task's config (the class `task` selects; as on the robot); none: the task's defaults",
         section=KindSection(TASKS, optional=True),
     )
-    role: Literal["policy", "human"] = setting("policy", "policy: publish actions; human: publish interventions")
+    role: Literal["policy", "human", "corrector"] = setting(
+        "policy",
+        "policy: publish actions; human: publish interventions; corrector: interventions while the arm strays",
+    )
+    corrector: CorrectorConfig = setting(CorrectorConfig(), "role corrector: when it takes over and hands back")
     steps: list[int] = setting([], "role human: only answer observations of these steps (empty: all)")
     policy_version: int = setting(0, "policy version written into the actions", min=0)
     until_episode: int = setting(
@@ -69,11 +79,13 @@ class ExpertNode(Node):
         except TaskError as exc:
             raise ConfigError(str(exc)) from exc
         ns = p.namespace or f"/{p.robot_id}"
-        out = f"{ns}/intervention" if p.role == "human" else f"{ns}/action"
+        out = f"{ns}/action" if p.role == "policy" else f"{ns}/intervention"
+        self.corrector = Corrector(p.corrector) if p.role == "corrector" else None
         self._steps = set(p.steps)
         self._pub = self.create_publisher(out, "user/msg/Action", RELIABLE)
         self.create_subscription(f"{ns}/observation", "user/msg/Observation", self._on_observation, BEST_EFFORT)
         self.answered = 0
+        self.decided: tuple[int, int] | None = None  # (episode, step) of the latest observation acted on or passed
         self.done = False  # the demonstrations are done: the node is finishing
         self._finishing = threading.Lock()  # observations arrive on several bus threads
         self._warned = False
@@ -95,7 +107,10 @@ class ExpertNode(Node):
         except PrivilegedStateError as exc:
             self._warn_once(str(exc))
             return
-        human = self.params.role == "human"
+        if self.corrector is not None and not self._correcting(self.corrector, obs.episode_id, obs.step, arm, state):
+            self.decided = (obs.episode_id, obs.step)
+            return
+        human = self.params.role != "policy"
         action = Action(
             robot_id=obs.robot_id,
             episode_id=obs.episode_id,
@@ -108,6 +123,23 @@ class ExpertNode(Node):
         )
         self._pub.publish(action_to_msg(action, self.codec))
         self.answered += 1
+        self.decided = (obs.episode_id, obs.step)
+
+    def _correcting(self, corrector: Corrector, episode_id: int, step: int, arm: ArmState, state: TaskState) -> bool:
+        """Whether the corrector is in control at this observation (logging each take-over and hand-back)."""
+        try:
+            path = self.task.expert_path(arm, state)
+        except TaskError as exc:
+            self._warn_once(str(exc))
+            return False
+        before = corrector.in_control
+        acting, distance = corrector.decide(episode_id, path)
+        if acting != before:
+            what = "takes over" if acting else "hands back"
+            self.log.info(
+                "corrector %s at episode %d step %d: %.3f m from the expert's path", what, episode_id, step, distance
+            )
+        return acting
 
     def _finish(self) -> None:
         """The robot is past `until_episode`: no demonstration is left to give; end the process cleanly, once."""

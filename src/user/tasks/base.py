@@ -105,6 +105,16 @@ class TaskStart:
     layout: Mapping[str, Vec] = field(default_factory=dict)  # task-specific episode layout (fixture positions, ...)
 
 
+@dataclass(frozen=True)
+class ExpertPath:
+    """Where the scripted expert takes the tool: the point it steers (`point`, the tool centre or what the tool
+    holds) and the waypoints that point passes through from the start to the end of the task, in order (base
+    frame, m). A corrector measures how far `point` strayed from the line through them (`user.tasks.corrector`)."""
+
+    point: Vec  # (3,) the steered point now
+    waypoints: Vec  # (N, 3), N >= 1: the expert's path ahead of the episode's start, in order
+
+
 class Task(ABC):
     """One manipulation task. Subclasses are small: scene objects, start, reward, success, expert."""
 
@@ -156,3 +166,8 @@ class Task(ABC):
     @abstractmethod
     def scripted_expert(self, arm: ArmState, state: TaskState) -> npt.NDArray[np.float32]:
         """A normalised action that makes progress (stateless: decided from the current state only)."""
+
+    def expert_path(self, arm: ArmState, state: TaskState) -> ExpertPath:
+        """The path the scripted expert takes in this episode (for a scripted corrector); a task without one says so."""
+        del arm, state
+        raise TaskError(f"task {self.name!r} has no expert path: a scripted corrector cannot watch it")

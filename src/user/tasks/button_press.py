@@ -17,13 +17,14 @@ import numpy.typing as npt
 from user.config import setting
 from user.robots.base import ArmState
 from user.tasks import expert, props
-from user.tasks.base import TOOL_DOWN, ActionScale, Task, TaskStart, TaskState, TaskWorld
+from user.tasks.base import TOOL_DOWN, ActionScale, ExpertPath, Task, TaskStart, TaskState, TaskWorld
 
 Vec = npt.NDArray[np.float64]
 COLOURS = ("red", "green", "blue")
 RGBA = {"red": (0.85, 0.1, 0.1, 1.0), "green": (0.1, 0.7, 0.15, 1.0), "blue": (0.1, 0.25, 0.9, 1.0)}
 BASE_HEIGHT = 0.04  # m, top of a button's housing
 CAP_TOP = BASE_HEIGHT + 0.02  # m, top of a released cap above the table
+SAFE_HEIGHT = 0.06  # m above the target cap where the expert lines up before pressing
 
 
 def button_body(colour: str) -> str:
@@ -117,12 +118,19 @@ class ButtonPress(Task):
     def observation_extras(self, state: TaskState) -> dict[str, npt.NDArray[np.float32]]:
         return {"target_color": np.asarray(state.values["target_onehot"], dtype=np.float32)}
 
+    def expert_path(self, arm: ArmState, state: TaskState) -> ExpertPath:
+        """The tool centre: to the safe height over the target cap, then down through the cap's travel."""
+        cap = np.asarray(state.values["caps"], dtype=np.float64)[self._target_index(state)]
+        above = cap + np.array([0.0, 0.0, SAFE_HEIGHT])
+        pressed = cap - np.array([0.0, 0.0, self.config.travel])
+        return ExpertPath(np.asarray(arm.tcp_pose[:3], dtype=np.float64), np.stack([above, pressed]))
+
     def scripted_expert(self, arm: ArmState, state: TaskState) -> npt.NDArray[np.float32]:
         """Closed gripper over the target cap at a safe height, then straight down until it is pressed."""
         cap = np.asarray(state.values["caps"])[self._target_index(state)]
         tcp = arm.tcp_pose[:3]
         off = float(np.linalg.norm(cap[:2] - tcp[:2]))
-        safe_z = float(cap[2]) + 0.06
+        safe_z = float(cap[2]) + SAFE_HEIGHT
         if off > 0.004:
             z = safe_z if off > 0.01 or tcp[2] > safe_z - 0.01 else tcp[2]
             if tcp[2] < float(cap[2]) + 0.03 and off > 0.01:  # too low beside a button: up first

@@ -29,11 +29,12 @@ from user.config import setting
 from user.robots import rotations
 from user.robots.base import ArmState
 from user.tasks import expert, props
-from user.tasks.base import TOOL_DOWN, ActionScale, ObjectState, Task, TaskStart, TaskState, TaskWorld
+from user.tasks.base import TOOL_DOWN, ActionScale, ExpertPath, ObjectState, Task, TaskStart, TaskState, TaskWorld
 
 Vec = npt.NDArray[np.float64]
 PEG = "peg"
 FIXTURE = "peg_hole"
+LINE_UP_HEIGHT = 0.008  # m above the hole's rim where the expert lines the peg tip up before descending
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,14 @@ class PegInsertion(Task):
         offset = np.asarray(state.values["tool_to_hole"]) * self.config.observation_scale
         return {"tool_to_hole": offset.astype(np.float32)}
 
+    def expert_path(self, arm: ArmState, state: TaskState) -> ExpertPath:
+        """The peg tip: lined up just over the hole, then straight down past the success depth."""
+        del arm
+        hole = np.asarray(state.values["hole_top"], dtype=np.float64)
+        over = hole + np.array([0.0, 0.0, LINE_UP_HEIGHT])
+        inside = hole - np.array([0.0, 0.0, self.config.success_depth + 0.01])
+        return ExpertPath(np.asarray(state.values["peg_tip"], dtype=np.float64), np.stack([over, inside]))
+
     def scripted_expert(self, arm: ArmState, state: TaskState) -> npt.NDArray[np.float32]:
         """Align the peg tip over the hole at a safe height, then descend straight in, correcting x/y and yaw."""
         c = self.config
@@ -189,7 +198,7 @@ class PegInsertion(Task):
         elif off < 0.4 * c.clearance and abs(peg_yaw) < 0.015:  # aligned above the hole: descend
             goal_tip_z, speed = top - 0.01, 0.25
         else:  # line up above the hole
-            goal_tip_z, speed = top + 0.008, (1.0 if off > 0.01 else 0.3)
+            goal_tip_z, speed = top + LINE_UP_HEIGHT, (1.0 if off > 0.01 else 0.3)
         goal = tcp + np.array([xy_err[0], xy_err[1], goal_tip_z - float(tip[2])])
         return expert.servo(arm, goal, quat, expert.CLOSE, self.scale, max_speed=speed)
 

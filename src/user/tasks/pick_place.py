@@ -17,7 +17,7 @@ import numpy.typing as npt
 from user.config import setting
 from user.robots.base import ArmState
 from user.tasks import expert, props
-from user.tasks.base import TOOL_DOWN, ActionScale, ObjectState, Task, TaskStart, TaskState, TaskWorld
+from user.tasks.base import TOOL_DOWN, ActionScale, ExpertPath, ObjectState, Task, TaskStart, TaskState, TaskWorld
 
 Vec = npt.NDArray[np.float64]
 CUBE = "pp_cube"
@@ -122,13 +122,31 @@ class PickPlace(Task):
             "target_position": np.asarray(state.values["target"], dtype=np.float32),
         }
 
+    def expert_path(self, arm: ArmState, state: TaskState) -> ExpertPath:
+        """The tool centre: over the cube, down to it, back up with it, over the target tray, down into it."""
+        cube = np.asarray(state.objects[CUBE].pose[:3], dtype=np.float64)
+        target = np.asarray(state.values["target"], dtype=np.float64)
+        safe_z = self._safe_z()
+        points = [
+            [cube[0], cube[1], safe_z],
+            cube,
+            [cube[0], cube[1], safe_z + 0.02],
+            [target[0], target[1], safe_z + 0.02],
+            [target[0], target[1], float(target[2]) + 0.01],
+        ]
+        return ExpertPath(np.asarray(arm.tcp_pose[:3], dtype=np.float64), np.array(points, dtype=np.float64))
+
+    def _safe_z(self) -> float:
+        """Height (m) the tool travels at above the trays."""
+        return WALL + self.config.tray_height + self.config.cube_side + 0.04
+
     def scripted_expert(self, arm: ArmState, state: TaskState) -> npt.NDArray[np.float32]:
         """Above the cube, down, close, lift, over the target tray, down, open, up."""
         c = self.config
         tcp = arm.tcp_pose[:3]
         cube_pose = state.objects[CUBE].pose
         cube, target = cube_pose[:3], np.asarray(state.values["target"])
-        safe_z = WALL + c.tray_height + c.cube_side + 0.04
+        safe_z = self._safe_z()
         if self._held(arm, state):
             return self._carry(arm, tcp, target, safe_z)
         if self._in_target(state):  # released: retreat upward
