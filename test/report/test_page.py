@@ -33,3 +33,11 @@ def test_the_two_buffer_counts_are_labelled_as_what_they_count(tmp_path: Path) -
     section = page.split('<section id="buffer">', 1)[1].split("</section>", 1)[0]
     assert "Counted in the buffer&#x27;s index when this report was written" in section
     assert "learner&#x27;s own at its last progress row" in section
+
+
+def test_the_robots_section_gives_the_intervention_trend(tmp_path: Path) -> None:
+    data = long_run(tmp_path)  # online episodes 40..399 with i % 5 intervened steps: 2.0 in both windows
+    section = render(data, {}).split('<section id="robots">', 1)[1].split("</section>", 1)[0]
+    assert "mean of the first 10 -&gt; the last 10: 2.0 -&gt; 2.0" in section
+    overview = {row[0]: row[1] for row in _cells(render(data, {}), "overview") if len(row) == 2}
+    assert overview["intervened steps per episode, first -> last 10"] == "2.0 -> 2.0"

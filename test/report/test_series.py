@@ -1,12 +1,13 @@
 """What the report computes from a run's rows: per-robot rates over online episodes only (demonstrations counted
-apart) and the learner's timing with rows that lack a figure (the curves: test/learner/test_run_log.py)."""
+apart), each online episode's intervened steps in stored order, and the learner's timing with rows that lack a
+figure (the curves: test/learner/test_run_log.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from user.learner.run_log import EpisodeRow, ProgressRow
-from user.report.series import robot_rates, timing
+from user.report.series import interventions, robot_rates, timing
 
 
 def _episode(robot: str, episode_id: int, env_steps: int, ret: float, **kwargs: object) -> EpisodeRow:
@@ -46,3 +47,16 @@ def test_timing_from_the_run_start_and_idle_only_where_recorded() -> None:
     assert t.idle_recorded == [(3.0, 0.25)]
     assert t.updates_per_step == pytest.approx(40 / 50)
     assert timing([], None).updates_per_step is None
+
+
+def test_intervened_steps_per_online_episode_in_stored_order() -> None:
+    """HG-DAgger's measure: a person corrects less as the policy learns; the first and last windows compare."""
+    rows = [_episode("arm", 0, 5, 0.0, is_demo=True, interventions=9)]  # a demonstration: not counted
+    rows += [_episode("arm" if i % 2 else "cart", i + 1, 10 * (i + 1), 0.0, interventions=12 - i) for i in range(12)]
+    series = interventions(rows)
+    assert series.steps == [12 - i for i in range(12)]
+    assert series.robot_ids[:2] == ["cart", "arm"]
+    first, last = series.first_and_last(10)  # type: ignore[misc]
+    assert first == pytest.approx(sum(range(3, 13)) / 10) and last == pytest.approx(sum(range(1, 11)) / 10)
+    assert series.first_and_last(13) is None
+    assert series.moving_mean(3)[:4] == pytest.approx([12.0, 11.5, 11.0, 10.0])

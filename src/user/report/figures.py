@@ -3,12 +3,13 @@ the page says what is missing instead)."""
 
 from __future__ import annotations
 
-from user.report.overview import ReportData
+from user.report.overview import TREND_EPISODES, ReportData
 from user.report.plots import (
     Axis,
     draw_buffer,
     draw_curve,
     draw_idle,
+    draw_interventions,
     draw_rate,
     draw_rates,
     draw_versions,
@@ -35,8 +36,11 @@ def curves_png(data: ReportData) -> bytes:
 
 
 def robots_png(data: ReportData) -> bytes:
-    fig, ax = pyplot().subplots(figsize=(max(5.0, 1.6 * len(data.rates) + 2), 3.6))
-    draw_rates(ax, data.rates)
+    """Success and intervention rates per robot (left), intervened steps of each online episode (right)."""
+    width = max(5.0, 1.6 * len(data.rates) + 2)
+    fig, axes = pyplot().subplots(1, 2, figsize=(width + 7.0, 3.6), width_ratios=(width, 7.0))
+    draw_rates(axes[0], data.rates)
+    draw_interventions(axes[1], data.interventions, TREND_EPISODES)
     fig.tight_layout()
     return png(fig)
 

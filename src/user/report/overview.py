@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from user.learner.run_log import Curves, curves
 from user.report.run_dir import RunData
-from user.report.series import RobotRates, Timing, robot_rates, timing
+from user.report.series import Interventions, RobotRates, Timing, interventions, robot_rates, timing
 
 
 @dataclass(frozen=True)
@@ -16,11 +16,13 @@ class ReportData:
     curves: Curves
     rates: list[RobotRates]
     timing: Timing
+    interventions: Interventions  # each online episode's intervened steps, in stored order
 
 
 def report_data(run: RunData) -> ReportData:
+    rows = run.episodes.rows
     return ReportData(
-        run, curves(run.episodes.rows), robot_rates(run.episodes.rows), timing(run.progress.rows, run.run_start)
+        run, curves(rows), robot_rates(rows), timing(run.progress.rows, run.run_start), interventions(rows)
     )
 
 
@@ -30,6 +32,15 @@ def percent(value: float | None) -> str:
 
 def mib(size: int) -> str:
     return f"{size / (1024 * 1024):.2f} MiB"
+
+
+TREND_EPISODES = 10  # the intervention trend compares the first and the last this many online episodes
+
+
+def intervention_trend(data: ReportData) -> str:
+    """Mean intervened steps per online episode, first TREND_EPISODES -> last TREND_EPISODES ('-' with fewer)."""
+    both = data.interventions.first_and_last(TREND_EPISODES)
+    return "-" if both is None else f"{both[0]:.1f} -> {both[1]:.1f}"
 
 
 def _duration(data: ReportData) -> str:
@@ -55,6 +66,7 @@ def key_figures(data: ReportData) -> list[tuple[str, str]]:
         ("episodes", f"{online} online, {sum(r.demo_episodes for r in rates)} demonstrations"),
         ("online success rate", percent(successes / online if online else None)),
         ("intervened online steps", percent(intervened / steps if steps else None)),
+        (f"intervened steps per episode, first -> last {TREND_EPISODES}", intervention_trend(data)),
         ("transitions received", str(t.env_steps[-1]) if t.env_steps else "-"),
         ("gradient steps", str(t.gradient_steps[-1]) if t.gradient_steps else "-"),
         ("gradient steps per transition", "-" if ratio is None else f"{ratio:.2f}"),

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from user.report.figures import BUFFER, CURVES, ROBOTS, TIMING
-from user.report.overview import ReportData, key_figures, mib, percent
+from user.report.overview import TREND_EPISODES, ReportData, intervention_trend, key_figures, mib, percent
 
 NOT_RECORDED = (
     "Not recorded by the run, so not shown: the learner's time split into waiting for, sampling and updating on "
@@ -113,6 +113,12 @@ def _robots(data: ReportData, figures: Mapping[str, bytes]) -> str:
         "episodes with interventions",
     )
     body = table(head, rows) if rows else missing("No episode recorded.")
+    if rows:
+        body += note(
+            f"Intervened steps per online episode, mean of the first {TREND_EPISODES} -> the last {TREND_EPISODES}: "
+            f"{intervention_trend(data)}. Right of the rates: each online episode's intervened steps in the order "
+            f"stored, and their mean over {TREND_EPISODES} episodes."
+        )
     plot = _figure(figures, ROBOTS, "success and intervention rates per robot", "No online episode.")
     return section("robots", "Success and interventions per robot", body, plot)
 

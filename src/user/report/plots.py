@@ -10,7 +10,7 @@ from typing import Any, Literal
 from user.learner.run_log import POOLED, CurvePoint, Curves
 from user.report.buffer_summary import BufferSummary
 from user.report.errors import PlotsUnavailableError
-from user.report.series import RobotRates, Timing
+from user.report.series import Interventions, RobotRates, Timing
 
 Axis = Literal["steps", "seconds"]
 Figure = Literal["return", "success"]
@@ -102,6 +102,25 @@ def draw_rates(ax: Any, rates: list[RobotRates]) -> None:
     ax.set_ylabel("fraction of online episodes / steps")
     ax.legend(fontsize="small", loc="upper right")
     ax.grid(axis="y", alpha=0.3)
+
+
+def draw_interventions(ax: Any, series: Interventions, window: int) -> None:
+    """Intervened steps of each online episode (a dot per episode, coloured by robot) in stored order, and their
+    moving mean over `window` episodes (black)."""
+    if not series.steps:
+        nothing(ax, "no online episodes")
+        return
+    colours = robot_colours(sorted(set(series.robot_ids)))
+    xs = list(range(1, len(series.steps) + 1))
+    for robot in sorted(set(series.robot_ids)):
+        mine = [(x, v) for x, v, r in zip(xs, series.steps, series.robot_ids, strict=True) if r == robot]
+        ax.scatter([x for x, _ in mine], [v for _, v in mine], s=12, color=colours[robot], label=robot)
+    ax.plot(xs, series.moving_mean(window), color="black", linewidth=2.0, label=f"mean of last {window}")
+    ax.set_xlabel("online episode (in the order stored)")
+    ax.set_ylabel("intervened steps")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small", loc="upper right")
+    ax.grid(alpha=0.3)
 
 
 def draw_rate(ax: Any, timing: Timing) -> None:

@@ -2,6 +2,8 @@
 
 - the learning curves: the run log's (`user.learner.run_log.curves`, the same as learning_curve.png's);
 - per robot: success and intervention rates of its online episodes;
+- the intervened steps of each online episode in the order they were stored (HG-DAgger's measure of progress: a
+  person corrects the policy less and less as it learns);
 - the learner's pipeline over time: gradient steps per second, idle fraction, policy version, from progress.csv.
 """
 
@@ -33,6 +35,30 @@ class RobotRates:
     def intervention_rate(self) -> float | None:
         """Intervened steps / online steps."""
         return self.intervened_steps / self.online_steps if self.online_steps else None
+
+
+@dataclass(frozen=True)
+class Interventions:
+    """Each online episode's intervened steps, in the order the learner stored the episodes (all robots)."""
+
+    robot_ids: list[str]  # whose episode each one is
+    steps: list[int]  # intervened steps of each
+
+    def first_and_last(self, n: int) -> tuple[float, float] | None:
+        """Mean intervened steps per episode of the first `n` and of the last `n` online episodes; None with fewer
+        than `n` episodes."""
+        if n < 1 or len(self.steps) < n:
+            return None
+        return sum(self.steps[:n]) / n, sum(self.steps[-n:]) / n
+
+    def moving_mean(self, n: int) -> list[float]:
+        """Mean of each episode's intervened steps and those of up to `n` - 1 episodes before it."""
+        out: list[float] = []
+        total = 0
+        for i, v in enumerate(self.steps):
+            total += v - (self.steps[i - n] if i >= n else 0)
+            out.append(total / min(i + 1, n))
+        return out
 
 
 @dataclass
@@ -74,6 +100,12 @@ def robot_rates(episodes: Sequence[EpisodeRow]) -> list[RobotRates]:
         c[4] += row.interventions
         c[5] += int(row.interventions > 0)
     return [RobotRates(robot, *c) for robot, c in sorted(counts.items())]
+
+
+def interventions(episodes: Sequence[EpisodeRow]) -> Interventions:
+    """The online episodes' intervened steps, in stored order (demonstrations left out)."""
+    online = [row for row in episodes if not row.is_demo]
+    return Interventions([row.robot_id for row in online], [row.interventions for row in online])
 
 
 def timing(progress: Sequence[ProgressRow], run_start: float | None) -> Timing:
