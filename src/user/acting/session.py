@@ -191,14 +191,22 @@ class ActingSession:
                 self._warn_once(obs.robot_id, f"cannot act for {obs.robot_id}: {exc}")
                 continue
             version = self.policies.version_for(obs.robot_id, obs.episode_id)
+            lacking = [c for c in self.policies.policy(version).cameras if c not in {i.camera for i in obs.images}]
+            if lacking:
+                self.skipped += 1
+                where = f"observation of {obs.robot_id} (episode {obs.episode_id} step {obs.step})"
+                self.refusals.refuse("camera", f"{where}: no image from camera(s) {lacking}, which the policy looks at")
+                continue
             groups.setdefault(version, []).append((obs, received, state))
         return groups
 
     def _act(self, version: int, group: list[_Selected]) -> None:
         policy = self.policies.policy(version)
         states = np.stack([s for _, _, s in group])
+        images = {camera: _frames(camera, [obs for obs, _, _ in group]) for camera in policy.cameras}
         with torch.no_grad():
-            actions = policy.act_tensor(policy.preprocess(states, {}), deterministic=self.config.deterministic).numpy()
+            batch = policy.preprocess(states, images)
+            actions = policy.act_tensor(batch, deterministic=self.config.deterministic).numpy()
         if self.warming_up:  # standard SAC's warm-up: uniform random actions, off-policy data for the learner
             actions = self._rng.uniform(-1.0, 1.0, actions.shape).astype(np.float32)
         for (obs, received, _), data in zip(group, actions, strict=True):
@@ -270,6 +278,13 @@ class ActingSession:
             self._cond.notify_all()
         if self._worker is not None:
             self._worker.join(JOIN_TIMEOUT_S)
+
+
+def _frames(camera: str, group: list[Observation]) -> np.ndarray:
+    """(B,) object array of `camera`'s encoded frames in the group's observations (each has one: `_by_version`)."""
+    out = np.empty(len(group), dtype=object)
+    out[:] = [next(i.data for i in obs.images if i.camera == camera) for obs in group]
+    return out
 
 
 def _poll(deadline: float) -> float:

@@ -150,6 +150,11 @@ class Policy(ABC):
     def preprocess(self, state: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> TensorObs:
         """Batch of raw observations (state (B, S), images camera -> (B, H, W, 3) uint8) -> `TensorObs`."""
 
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        """The cameras whose images `preprocess` needs, in order (none: the policy acts on the state alone)."""
+        return ()
+
     @abstractmethod
     def act_tensor(self, obs: TensorObs, *, deterministic: bool) -> torch.Tensor:
         """(B, A) actions in [-1, 1] for a preprocessed batch (no gradient needed)."""

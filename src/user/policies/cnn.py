@@ -84,6 +84,10 @@ class CNNPolicy(GaussianPolicy):
             head = TanhGaussianHead(width, config.action_dim, config.log_std_min, config.log_std_max)
         super().__init__(GaussianActor(encoder, trunk, head), config.action_dim)
 
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        return tuple(self.config.observation.cameras)
+
     def preprocess(self, state: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> TensorObs:
         pixels = {c: decode_batch(images[c], c) for c in self.config.observation.cameras if c in images}
         return preprocess(state, pixels, self.config.observation, self.device)

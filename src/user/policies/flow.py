@@ -152,6 +152,10 @@ class FlowPolicy(Policy):
             actor = FlowActor(encoder, VelocityNet(encoder.out_features, config))
         super().__init__(actor, config.action_dim)
 
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        return tuple(self.config.observation.cameras)
+
     def preprocess(self, state: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> TensorObs:
         cameras = self.config.observation.cameras
         if not cameras:

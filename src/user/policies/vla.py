@@ -26,6 +26,7 @@ from torch import nn
 
 from user.config import setting
 from user.policies.base import Encoder, Policy, PolicyError, PolicyInput, TensorObs
+from user.policies.cnn import decode_batch
 from user.policies.mlp import StateEncoder
 from user.policies.preprocess import ObservationConfig, preprocess
 
@@ -101,8 +102,14 @@ class VLAPolicy(Policy):
     def horizon(self) -> int:
         return self.config.execute_horizon or self.model.chunk_size
 
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        return tuple(self.config.observation.cameras)
+
     def preprocess(self, state: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> TensorObs:
-        return preprocess(state, images, self.config.observation, self.device)
+        """Pixels, or (B,) arrays of the encoded frames a robot sends (decoded here), for every camera it looks at."""
+        pixels = {c: decode_batch(images[c], c) for c in self.config.observation.cameras if c in images}
+        return preprocess(state, pixels, self.config.observation, self.device)
 
     def chunk(self, obs: TensorObs) -> torch.Tensor:
         """(B, H, A) action chunk for a preprocessed batch, shape checked, clipped to [-1, 1]."""
