@@ -1,5 +1,6 @@
 """The π0-shaped model: prefix (images + instruction) and suffix (state + noisy chunk + time) through the two
-decoders, a velocity for every action of the chunk; `chunk_loss` trains it, `sample_chunk` acts with it.
+decoders, a velocity for every action of the chunk; `chunk_loss` trains it, `sample_chunk` acts with it
+(`cached_velocity` is its velocity field, which `rtc` guides).
 
 Module names follow openpi's `PI0Pytorch` (`paligemma_with_expert`, `state_proj`, `action_in_proj`,
 `action_out_proj`, `action_time_mlp_in`, `action_time_mlp_out`), so the published checkpoints' tensor names map
@@ -10,6 +11,7 @@ mixed by a two-layer swish MLP (openpi `pi0_pytorch.py` embed_suffix, pi0 varian
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -114,13 +116,22 @@ class Pi0Model(nn.Module):
         noise = torch.randn(shape, device=obs.state.device) if noise is None else noise
         if tuple(noise.shape) != shape:
             raise Pi0Error(f"noise must be {shape}, got {tuple(noise.shape)}")
-        prefix = self._embed_prefix(obs)
-        dtype = prefix.embeddings.dtype
-        prefix_allowed = masks.allowed(prefix.pad, prefix.starts)
-        cache = self.paligemma_with_expert.cache_prefix(
-            prefix.embeddings, masks.additive(prefix_allowed, dtype), masks.positions(prefix.pad)
-        )
-        every_step = torch.ones(shape[:2], dtype=torch.bool, device=noise.device)
+        return flow.euler(self.cached_velocity(obs), noise.float(), steps or cfg.denoise_steps)
+
+    def cached_velocity(self, obs: Pi0Observation) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The sampler's velocity field v(x_t, t) -> (B, H, A) float32 of `obs`'s chunks: the prefix is run once
+        here, without grad, and its keys and values cached; each call runs the suffix alone, so a guided sampler
+        (`rtc`) can differentiate it with respect to x_t and nothing else."""
+        cfg = self.config
+        batch = self._check(obs)
+        with torch.no_grad():
+            prefix = self._embed_prefix(obs)
+            dtype = prefix.embeddings.dtype
+            prefix_allowed = masks.allowed(prefix.pad, prefix.starts)
+            cache = self.paligemma_with_expert.cache_prefix(
+                prefix.embeddings, masks.additive(prefix_allowed, dtype), masks.positions(prefix.pad)
+            )
+        every_step = torch.ones(batch, cfg.chunk_size, dtype=torch.bool, device=obs.state.device)
         offset = prefix.pad.sum(dim=1, keepdim=True)
 
         def velocity(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -134,7 +145,7 @@ class Pi0Model(nn.Module):
             v: torch.Tensor = self.action_out_proj(out[:, -cfg.chunk_size :].to(self.action_out_proj.weight.dtype))
             return v.float()
 
-        return flow.euler(velocity, noise.float(), steps or cfg.denoise_steps)
+        return velocity
 
     def _check(self, obs: Pi0Observation) -> int:
         cfg = self.config
