@@ -115,6 +115,15 @@ def test_the_shipped_runs_keep_the_learning_values_they_were_tuned_with(path: Pa
     learners = [params[n.name] for n in deployment.nodes if n.kind == "learner"]
     for learner in learners:
         learning = learner.learning
+        if path.name.startswith("vla_"):  # the VLA runs: HG-DAgger on chunks of 10, batches of 32, a cosine decay
+            bc = learning.hg_dagger.bc
+            assert (learning.algorithm, learning.policy_kind, learning.vla.model_chunk_size()) == (
+                "hg_dagger",
+                "vla",
+                10,
+            )
+            assert (learner.buffer.chunk_horizon, bc.batch_size, bc.lr_schedule) == (10, 32, "cosine")
+            continue
         assert learning.algorithm == "rlpd"
         rlpd, action_dim = learning.rlpd, (learning.mlp if learning.policy_kind == "mlp" else learning.cnn).action_dim
         assert (rlpd.gamma, rlpd.entropy_target(action_dim), rlpd.utd_ratio, rlpd.critic_actor_ratio) == (

@@ -133,9 +133,9 @@ class ExpertNode(Node):
             self._warn_once(str(exc))
             return False
         before = corrector.in_control
-        acting, distance = corrector.decide(episode_id, path)
+        acting, distance = corrector.decide(episode_id, path, step)
         if acting != before:
-            what = "takes over" if acting else "hands back"
+            what = ("takes over (stalled)" if corrector.stalled_now else "takes over") if acting else "hands back"
             self.log.info(
                 "corrector %s at episode %d step %d: %.3f m from the expert's path", what, episode_id, step, distance
             )
