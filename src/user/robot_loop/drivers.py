@@ -14,14 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-
 from user.config.sections import settings_of
 from user.rewards.rule import RuleReward
 from user.robot_loop.camera_rig import CameraRig
 from user.robot_loop.driver_spec import DRIVERS, DriverError, DriverSpec
-from user.robot_loop.observe import ExtrasFn, FramesFn, TaskStateFn
+from user.robot_loop.observe import CameraFrames, ExtrasFn, FramesFn, TaskStateFn
 from user.robot_loop.scoring import ExternalScorer, GymScorer, RuleScorer, Scorer, TaskScorer
 from user.robots.arx_sdk import ArxSdkConfig
 from user.robots.base import Robot
@@ -121,8 +118,14 @@ def _sim_arm(spec: DriverSpec, base: SimRobotConfig, make: type[SimFrankaRobot])
     if task is None:
         raise DriverError(f"simulated robot {spec.robot_id!r} has no task")
 
-    def frames() -> dict[str, tuple[npt.NDArray[np.uint8], int]]:
-        return {name: (frame.image, frame.stamp_ns) for name, frame in robot.frames().items()}
+    names = config.cameras.names
+
+    def frames() -> CameraFrames:
+        """The scene cameras' newest frames; a camera that has rendered none yet (its render thread just started)
+        is a fault: the robot holds rather than act and record a step without it."""
+        got = robot.frames()
+        fault = "; ".join(f"camera {name!r}: no frame yet" for name in names if name not in got)
+        return CameraFrames({name: (frame.image, frame.stamp_ns) for name, frame in got.items()}, fault)
 
     return DriverBundle(
         robot=robot,
