@@ -17,7 +17,8 @@ import torch
 
 from test.acting.helpers import ACTION_DIM, STATE_DIM, Weights, learning, observation
 from test.conftest import wait_until
-from user.acting.session import ActingConfig, ActingSession
+from user.acting.config import ActingConfig
+from user.acting.session import ActingSession
 from user.interfaces.domain import Action
 from user.policies.gaussian import GaussianPolicy
 from user.robot_loop.gate import SOURCE_POLICY

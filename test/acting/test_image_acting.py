@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from test.acting.helpers import STATE_DIM, observation
-from user.acting.session import ActingConfig, ActingSession
+from user.acting.config import ActingConfig
+from user.acting.session import ActingSession
 from user.interfaces.domain import Action, EncodedImage, Observation
 from user.interfaces.images import decode_image, encode_jpeg
 from user.learner.config import LearningConfig

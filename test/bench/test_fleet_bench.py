@@ -32,9 +32,10 @@ ROWS = [
 ]
 
 
-def run_bench(*args: str, timeout: float) -> str:
+def run_bench(*args: str, timeout: float, bench: Path = BENCH) -> str:
+    """bench/fleet.py (or `bench`) run with `args`; its standard output, the run having succeeded."""
     proc = subprocess.run(
-        [sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=os.environ
+        [sys.executable, str(bench), *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=os.environ
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout

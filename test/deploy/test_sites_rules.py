@@ -115,14 +115,28 @@ def test_the_placement_rule_keeps_a_robots_step_loop_in_its_site() -> None:
     assert str(info.value) == (
         "d.yaml: rollout 'rollout' (site 'cloud') drives robot 'arm' (site 'lab'); expert 'expert' (site 'cloud') "
         "drives robot 'arm' (site 'lab'): its observations and actions would cross sites at every step. Place it in "
-        "the robot's site (each site may have its own rollout); only transitions, weights, stats, rewards and "
-        "commands cross sites"
+        "the robot's site (each site may have its own rollout), or send it chunks (rollout send: chunks, robot "
+        "actions_from: chunks); only transitions, weights, stats, rewards and commands cross sites"
     )
     from_mapping(Deployment, _mapping(), where="d.yaml")  # rollout beside its robot: accepted
     unnamed = [{"name": "arm2", "kind": "robot", "site": "lab", "params": {}},  # its robot id is its node name
                {"name": "teleop", "kind": "teleop", "site": "cloud", "params": {"robot_id": "arm2"}}]  # fmt: skip
     with pytest.raises(ConfigError, match=r"teleop 'teleop' \(site 'cloud'\) drives robot 'arm2' \(site 'lab'\)"):
         from_mapping(Deployment, _mapping(nodes=unnamed), where="d.yaml")
+
+
+def test_a_rollout_sending_chunks_may_drive_a_robot_that_plays_them_from_another_site() -> None:
+    """Real-time chunking: the chunks arrive ahead of the steps they are for, so the rollout may be on a cloud GPU;
+    a rollout and a robot that do not agree on chunks are refused wherever they are (the robot would never act)."""
+    arm = {"name": "arm", "kind": "robot", "site": "lab", "params": {"robot_id": "arm", "actions_from": "chunks"}}
+    rollout = {"name": "rollout", "kind": "rollout", "site": "cloud", "params": {"robots": ["arm"], "send": "chunks"}}
+    from_mapping(Deployment, _mapping(nodes=[arm, rollout]), where="d.yaml")
+    plain = {**rollout, "site": "lab", "params": {"robots": ["arm"]}}
+    with pytest.raises(ConfigError, match=r"rollout 'rollout' sends single actions to robot 'arm', which plays chunks"):
+        from_mapping(Deployment, _mapping(nodes=[arm, plain], placement="warn"), where="d.yaml")
+    single = {**arm, "params": {"robot_id": "arm"}}
+    with pytest.raises(ConfigError, match=r"sends chunks to robot 'arm', which plays single actions"):
+        from_mapping(Deployment, _mapping(nodes=[single, rollout]), where="d.yaml")
 
 
 def test_a_warned_placement_starts(caplog: pytest.LogCaptureFixture) -> None:

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from test.conftest import wait_until
-from user.acting.session import ActingConfig
+from user.acting.config import ActingConfig
 from user.bus.ros_params import ros_params
 from user.bus.zenoh_bus import ZenohBus
 from user.interfaces.domain import Action, Observation, action_from_msg, observation_to_msg

@@ -14,6 +14,9 @@ not finite or outside [-1, 1]) is not sent; each refusal is counted per cause an
 Sync mode: after a robot's episode ends, `ready_to_reset` waits for the learner's receipt of that episode, which
 names the first version trained on it (`trained`), then for that version, whatever order they arrive in.
 
+With `send: chunks` (a VLA's chunks played by the robot itself, `user.acting.chunks`) an observation is answered
+only when its robot's next chunk is due: with a whole chunk, continuing (mode rtc) what the robot still plays.
+
 The session never touches a bus: actions leave through an `ActionSink` (the node's publishers), weights come from a
 `WeightSource` (the node's weight subscriber), and the node feeds it observations, the learner's transition count
 and receipts.
@@ -26,18 +29,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 
+from user.acting.chunks import ChunkPlans, chunk_for
+from user.acting.config import ActingConfig
 from user.acting.pinning import PinnedPolicies, WeightSource
-from user.config.strict import setting
+from user.interfaces.chunks import ActionChunk
 from user.interfaces.domain import Action, Observation
 from user.interfaces.refusals import Refusals
 from user.interfaces.validate import InvalidMessageError, check_action, check_observation
-from user.learner.config import LearningConfig
 from user.learner.state_select import StateSelectionError
 from user.sync.trained import TrainedEpisodes
 
@@ -47,30 +49,9 @@ STOP_POLL_S = 0.2  # how often a waiting sync-mode reset checks for a stop
 LATENCY_WINDOW = 10_000  # observation->action latencies (and batch sizes) kept for the report
 
 ActionSink = Callable[[Action], None]  # sends one action to its robot (the node's publisher of `action.robot_id`)
+ChunkSink = Callable[[ActionChunk], None]  # send chunks: sends one chunk to its robot
 _Queued = tuple[Observation, float]  # an observation and when it was received (time.monotonic)
 _Selected = tuple[Observation, float, np.ndarray]  # ... and the state the policy acts on
-
-
-@dataclass(frozen=True)
-class ActingConfig:
-    """How a session acts, declared once: the rollout node's settings extend it (`RolloutParams`)."""
-
-    learning: LearningConfig = setting(LearningConfig(), "policy (must match the learner's)")
-    apply: Literal["episode_boundary", "immediate"] = setting(
-        "episode_boundary", "when a robot switches to new weights"
-    )
-    deterministic: bool = setting(False, "act with the mean action (evaluation) instead of sampling (exploration)")
-    wait_for_weights: bool = setting(True, "do not act before the first weights arrived (the robot holds)")
-    start_episode: int = setting(0, "answer only episodes with this id or later (earlier: demos by an expert)", min=0)
-    random_steps: int = setting(
-        0,
-        "act uniformly at random in [-1, 1] until the learner has received this many transitions (its stats' "
-        "env_steps), as standard SAC warms up (CleanRL: 5000 steps); 0 = act with the policy from the start",
-        min=0,
-    )
-    sync_timeout_s: float = setting(
-        600.0, "sync: longest wait for the learner's version trained on a robot's episode, s", min=0.1
-    )
 
 
 class ActingSession:
@@ -83,8 +64,14 @@ class ActingSession:
         send: ActionSink,
         log: logging.Logger | None = None,
         rng: np.random.Generator | None = None,
+        *,
+        send_chunk: ChunkSink | None = None,
     ) -> None:
+        if config.send == "chunks" and send_chunk is None:
+            raise ValueError("send: chunks needs a chunk sink")
         self.config = config
+        self.plans = ChunkPlans(config.chunking)  # send chunks: each robot's last chunk
+        self._send_chunk: ChunkSink = send_chunk or _no_chunk_sink
         self.weights = weights
         self.log = log or logging.getLogger("user.acting.session")
         self.refusals = Refusals(self.log)  # observations refused, actions not sent (see user.interfaces.validate)
@@ -126,6 +113,7 @@ class ActingSession:
         with self._cond:
             self._pending.pop(robot, None)
             self._forget.add(robot)
+        self.plans.forget(robot)
 
     def note_learner_steps(self, env_steps: int) -> None:
         """The learner's stats: it has received `env_steps` transitions (ends the warm-up of `random_steps`)."""
@@ -201,6 +189,10 @@ class ActingSession:
         return groups
 
     def _act(self, version: int, group: list[_Selected]) -> None:
+        if self.config.send == "chunks":
+            for item in group:
+                self._act_chunk(version, *item)
+            return
         policy = self.policies.policy(version)
         states = np.stack([s for _, _, s in group])
         images = {camera: _frames(camera, [obs for obs, _, _ in group]) for camera in policy.cameras}
@@ -212,6 +204,28 @@ class ActingSession:
         for (obs, received, _), data in zip(group, actions, strict=True):
             self._send(obs, received, data, version, policy.action_dim)
         self.batch_sizes.append(len(group))
+
+    def _act_chunk(self, version: int, obs: Observation, received: float, state: np.ndarray) -> None:
+        """Send chunks: a new chunk for this robot when one is due (continuing what it still plays)."""
+        robot, plans = obs.robot_id, self.plans
+        if not plans.due(robot, obs.episode_id, obs.step):
+            return
+        policy = self.policies.policy(version)
+        images = {camera: _frames(camera, [obs]) for camera in policy.cameras}
+        previous = plans.previous(robot, obs.episode_id, obs.step)
+        with torch.no_grad():
+            batch = policy.preprocess(state[None], images)
+            chunk = chunk_for(policy, batch, previous, self.config.chunking, deterministic=self.config.deterministic)
+        if not np.isfinite(chunk).all():
+            self.skipped += 1
+            self.refusals.refuse("chunk", f"chunk of policy version {version} for {robot}: not finite; not sent")
+            return
+        if self.config.chunking.added_latency_s > 0:
+            self._stop.wait(self.config.chunking.added_latency_s)
+        seq = plans.sent(robot, obs.episode_id, obs.step, chunk)
+        self._send_chunk(ActionChunk(robot, obs.episode_id, obs.step, seq, chunk, version, obs.stamp_ns))
+        self.latencies_s.append(time.monotonic() - received)
+        self.answered += 1
 
     def _send(self, obs: Observation, received: float, data: np.ndarray, version: int, dim: int) -> None:
         """Send the policy's action for `obs`, unless it is not a valid command (e.g. not finite): then the robot
@@ -278,6 +292,10 @@ class ActingSession:
             self._cond.notify_all()
         if self._worker is not None:
             self._worker.join(JOIN_TIMEOUT_S)
+
+
+def _no_chunk_sink(chunk: ActionChunk) -> None:
+    raise ValueError(f"no chunk sink: the chunk for {chunk.robot_id} cannot be sent")
 
 
 def _frames(camera: str, group: list[Observation]) -> np.ndarray:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from user.bus.zenoh_config import DEFAULT_ROUTER_ENDPOINT, InvalidDomainError, check_domain
 from user.config.strict import ConfigError, from_mapping, load_yaml, setting
-from user.deploy.sites import Site, SiteConfig, check_placement, check_sites
+from user.deploy.sites import Site, SiteConfig, check_chunk_pairs, check_placement, check_sites
 from user.deploy.sites import resolve as resolve_sites
 from user.interfaces.idl import candidate_dirs
 from user.runtime.kinds import KINDS
@@ -122,6 +122,7 @@ class Deployment:
                 raise ConfigError(f"node name {node.name!r} is used twice")
             seen.add(node.name)
         check_sites(self.sites, {node.name: node.site for node in self.nodes})
+        check_chunk_pairs(self.nodes)
         try:
             check_placement(self.nodes)
         except ConfigError as exc:

@@ -150,19 +150,47 @@ def _robots_of(node: Placed) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else [str(value)]
 
 
+def _chunked(node: Placed) -> bool:
+    """A rollout sending chunks (`send: chunks`) to robots that play them (`actions_from: chunks`): its actions
+    arrive ahead of the steps they are for (real-time chunking), so it may sit at another site (a GPU in the cloud)."""
+    return node.kind == "rollout" and node.params.get("send") == "chunks"
+
+
+def check_chunk_pairs(nodes: Sequence[Placed]) -> None:
+    """A rollout that sends chunks drives robots that play chunks, and only those; ConfigError naming each misfit."""
+    robots = _robots(nodes)
+    misfits = [
+        f"rollout {node.name!r} sends {'chunks' if sends else 'single actions'} to robot {robot!r}, which plays "
+        f"{'chunks' if plays else 'single actions'} (its actions_from)"
+        for node in nodes
+        if node.kind == "rollout"
+        for robot in _robots_of(node)
+        if robot in robots
+        for sends, plays in [(_chunked(node), robots[robot].params.get("actions_from") == "chunks")]
+        if sends != plays
+    ]
+    if misfits:
+        raise ConfigError("; ".join(misfits) + ": the robot would never act; give both the same (chunks or actions)")
+
+
+def _robots(nodes: Sequence[Placed]) -> dict[str, Placed]:
+    return {str(n.params.get("robot_id", n.name)): n for n in nodes if n.kind == "robot"}
+
+
 def check_placement(nodes: Sequence[Placed]) -> None:
-    """The placement rule: a node in a robot's step loop is in the robot's site; ConfigError naming each split."""
-    robot_site = {str(n.params.get("robot_id", n.name)): n.site for n in nodes if n.kind == "robot"}
+    """The placement rule: a node in a robot's step loop is in the robot's site (a rollout sending chunks to robots
+    that play them may be elsewhere); ConfigError naming each split."""
+    robot_site = {robot: node.site for robot, node in _robots(nodes).items()}
     split = [
         f"{node.kind} {node.name!r} (site {node.site!r}) drives robot {robot!r} (site {robot_site[robot]!r})"
         for node in nodes
-        if node.kind in PER_STEP
+        if node.kind in PER_STEP and not _chunked(node)
         for robot in _robots_of(node)
         if robot in robot_site and robot_site[robot] != node.site
     ]
     if split:
         raise ConfigError(
             "; ".join(split) + ": its observations and actions would cross sites at every step. Place it in the "
-            "robot's site (each site may have its own rollout); only transitions, weights, stats, rewards and "
-            "commands cross sites"
+            "robot's site (each site may have its own rollout), or send it chunks (rollout send: chunks, robot "
+            "actions_from: chunks); only transitions, weights, stats, rewards and commands cross sites"
         )

@@ -6,7 +6,8 @@ Topics (prefix `namespace`, default `/<robot_id>`):
   a dropped one costs the policy one period, never a stall (the loop holds and republishes), and
   observations reach the learner reliably inside `transitions` anyway. Images inside it make blocking
   congestion control the wrong choice on a busy link.
-- `action`, `intervention` (user/msg/Action, subscribed): policy actions and human overrides;
+- `action`, `intervention` (user/msg/Action, subscribed): policy actions and human overrides; with
+  `actions_from: chunks`, `action_chunk` (user/msg/ActionChunk): whole chunks played here (`parts.robot_chunks`);
 - `transitions` (user/msg/Transition, RELIABLE): must arrive; `episode_events` (user/msg/EpisodeEvent, RELIABLE);
 - `joint_states` (sensor_msgs/JointState), `<camera>/image/compressed` (sensor_msgs/CompressedImage), BEST_EFFORT,
   with `robot_description`, `/tf`, `<camera>/camera_info`, `markers` and `clock_topic` (`user.nodes.parts.robot_view`);
@@ -40,6 +41,7 @@ from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor, from_robot
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
+from user.nodes.parts.robot_chunks import ChunkFeed
 from user.nodes.parts.robot_outbox import RobotOutbox
 from user.nodes.parts.robot_params import RobotNodeParams
 from user.nodes.parts.robot_view import RobotView
@@ -75,6 +77,8 @@ class RobotNode(Node):
         period = 1.0 / p.control_rate_hz
         deadline = period if p.realtime else p.action_timeout_s
         self.gate = ActionGate(deadline, p.intervention_deadline_s, lockstep=not p.realtime)
+        dim = self.robot.action_space.shape[0]  # actions_from chunks: a rollout's chunks, played here
+        self.chunks = ChunkFeed(self, ns, self.gate, p.robot_id, dim) if p.actions_from == "chunks" else None
         observer = Observer(
             ObserverConfig(
                 p.robot_id, bundle.task, self.robot.descriptor.embodiment_id, p.jpeg_quality, p.embodiment_in_state
@@ -245,6 +249,8 @@ class RobotNode(Node):
             return
         obs = self.loop.observation
         if obs is not None:  # fast mode: lockstep with the policy; real time: at most half a period
+            if self.chunks is not None:
+                self.chunks.feed(obs.episode_id, obs.step)
             self.gate.wait_for_policy(obs.episode_id, obs.step, self._wait_s)
         if self._stop.is_set() or (self.credit is not None and not self.credit.take(IDLE_S)):
             return  # stopping, or ahead of the learner's update-to-data ratio: this step waits
@@ -269,6 +275,8 @@ class RobotNode(Node):
                 self.log.error("no new episode: %s", refusal)
             return refusal
         self._refusals_logged.clear()
+        if self.chunks is not None:
+            self.chunks.start_episode(obs.episode_id)
         if self._pacer is not None:
             self._pacer.restart()
         self._publish_events(events)
@@ -294,6 +302,8 @@ class RobotNode(Node):
         self._publish_events([ended])
 
     def _publish(self, result: TickResult) -> None:
+        if result.transition is None and self.chunks is not None:
+            self.chunks.held(result.observation.step)
         if result.transition is not None:
             message = transition_to_msg(result.transition, self.codec)
             self._pub_transition.publish(message)

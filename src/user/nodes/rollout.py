@@ -3,7 +3,8 @@
 For every robot in `robots`, and every robot that joins while the run goes on (`admit`: patterns of announced
 robots that may join when they fit the policy; dropped once its announcement has been gone `leave_after_s`, see
 `user.fleet`), it subscribes `/<robot>/observation` and answers each observation with an action on
-`/<robot>/action`, stamped with the episode, the step and the policy version that produced it.
+`/<robot>/action`, stamped with the episode, the step and the policy version that produced it (`send: chunks`:
+with a whole chunk on `/<robot>/action_chunk`, user/msg/ActionChunk, when the robot's next one is due).
 Observations that arrive together (several robots, one control tick) are answered with ONE batched forward
 pass per policy version.
 
@@ -44,11 +45,13 @@ from typing import Any, Literal
 
 import torch
 
-from user.acting.session import ActingConfig, ActingSession
+from user.acting.config import ActingConfig
+from user.acting.session import ActingSession
 from user.bus.base import BEST_EFFORT, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.fleet import PolicySpec, watch_fleet
 from user.fleet.settings import ADMIT_HELP, DEFAULT_LEAVE_AFTER_S, LEAVE_HELP
+from user.interfaces.chunks import ActionChunk, chunk_to_msg
 from user.interfaces.domain import Action, action_to_msg, observation_from_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
 from user.interfaces.refusals import Refusals
@@ -114,10 +117,11 @@ class RolloutNode(Node):
                 topic=p.weights_topic,
                 publisher=p.weights_publisher,
             )
-        self.session = ActingSession(p, self.weights, self._publish, self.log)  # the params are its settings
+        chunks = self._publish_chunk if p.send == "chunks" else None
+        self.session = ActingSession(p, self.weights, self._publish, self.log, send_chunk=chunks)  # params: settings
         if p.random_steps > 0:
             self.create_subscription(p.stats_topic, "user/msg/TrainingStats", self._on_stats)
-        self._pubs: dict[str, TypedPublisher] = {}  # robot -> its actions
+        self._pubs: dict[str, TypedPublisher] = {}  # robot -> its actions (send chunks: its chunks)
         for robot in p.robots:
             self._open_robot(robot)
         # sync mode: one reset waits per robot at most; joined on destroy
@@ -164,7 +168,10 @@ class RolloutNode(Node):
 
     def _open_robot(self, robot: str) -> list[Any]:
         """Answer `robot`'s observations (sync mode: follow its episodes and receipts); the handles."""
-        self._pubs[robot] = self.create_publisher(f"/{robot}/action", "user/msg/Action", RELIABLE)
+        if self.params.send == "chunks":
+            self._pubs[robot] = self.create_publisher(f"/{robot}/action_chunk", "user/msg/ActionChunk", RELIABLE)
+        else:
+            self._pubs[robot] = self.create_publisher(f"/{robot}/action", "user/msg/Action", RELIABLE)
         on_obs = partial(self._on_observation, robot)
         handles: list[Any] = [self._pubs[robot]]
         handles.append(self.create_subscription(f"/{robot}/observation", "user/msg/Observation", on_obs, BEST_EFFORT))
@@ -203,6 +210,11 @@ class RolloutNode(Node):
         pub = self._pubs.get(action.robot_id)
         if pub is not None:  # None: the robot left meanwhile
             pub.publish(action_to_msg(action, self.codec))
+
+    def _publish_chunk(self, chunk: ActionChunk) -> None:
+        pub = self._pubs.get(chunk.robot_id)
+        if pub is not None:  # None: the robot left meanwhile
+            pub.publish(chunk_to_msg(chunk, self.codec))
 
     # ---- sync mode ------------------------------------------------------------------------------
 

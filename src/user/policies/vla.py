@@ -34,6 +34,11 @@ DETERMINISTIC_SEED = 0  # the seed of a deterministic query's draws
 
 
 @contextmanager
+def _unchanged() -> Iterator[None]:
+    yield
+
+
+@contextmanager
 def seeded_draws(device: torch.device) -> Iterator[None]:
     """Torch's random draws on the host and on `device` seeded with `DETERMINISTIC_SEED` inside, restored after."""
     devices = (
@@ -70,9 +75,31 @@ class VLAModel(nn.Module):
         has one overrides this (see `has_chunk_loss`)."""
         raise PolicyError(f"{type(self).__name__} has no chunk loss")
 
+    def predict_continuing(
+        self,
+        images: Mapping[str, torch.Tensor],
+        state: torch.Tensor,
+        instruction: str,
+        continuing: Continuing,
+    ) -> torch.Tensor:
+        """(B, H, A) chunk made continuous with `continuing.previous` (real-time chunking); a model that cannot
+        inpaint says so (it can still be played by plain chunk replacement)."""
+        raise PolicyError(f"{type(self).__name__} cannot continue a chunk (no real-time chunking): use mode replace")
+
     @property
     def has_chunk_loss(self) -> bool:
         return type(self).chunk_loss is not VLAModel.chunk_loss
+
+
+@dataclass(frozen=True)
+class Continuing:
+    """What a new chunk continues (real-time chunking): the previous chunk's actions the robot still plays."""
+
+    previous: torch.Tensor  # (B, H', A): index 0 is the step the new chunk starts at
+    delay: int  # d: of those, the ones executed before the new chunk arrives
+    execute_horizon: int  # s: the new chunk's last s actions get no guidance
+    max_guidance: float  # β
+    schedule: str  # the soft mask's decay: exp, linear, ones or zeros
 
 
 @dataclass(frozen=True)
@@ -114,6 +141,18 @@ class VLAPolicy(Policy):
     def chunk(self, obs: TensorObs) -> torch.Tensor:
         """(B, H, A) action chunk for a preprocessed batch, shape checked, clipped to [-1, 1]."""
         out = self.model.predict(obs.images, obs.state, self.config.instruction)
+        expected = (len(obs), self.model.chunk_size, self.action_dim)
+        if tuple(out.shape) != expected:
+            raise PolicyError(f"VLA model returned shape {tuple(out.shape)}, expected {expected}")
+        return out.clamp(-1.0, 1.0)
+
+    def chunk_continuing(self, obs: TensorObs, continuing: Continuing | None, *, deterministic: bool) -> torch.Tensor:
+        """(B, H, A) chunk for a preprocessed batch, continuing `continuing.previous` when given (real-time chunking),
+        clipped to [-1, 1]; deterministic: the model's draws seeded."""
+        with seeded_draws(self.device) if deterministic else _unchanged():
+            if continuing is None:
+                return self.chunk(obs)
+            out = self.model.predict_continuing(obs.images, obs.state, self.config.instruction, continuing)
         expected = (len(obs), self.model.chunk_size, self.action_dim)
         if tuple(out.shape) != expected:
             raise PolicyError(f"VLA model returned shape {tuple(out.shape)}, expected {expected}")

@@ -4,6 +4,7 @@ runs it (episodes, resets, the outbox, what it publishes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from user.config.strict import ConfigError, setting
 from user.robot_loop.driver_spec import DriverSpec
@@ -49,6 +50,11 @@ class RobotNodeParams(DriverSpec):
     )
     world_position: tuple[float, float, float] = setting(
         (0.0, 0.0, 0.0), "where rviz and Foxglove draw this robot's base in the `world` frame, m"
+    )
+    actions_from: Literal["actions", "chunks"] = setting(
+        "actions",
+        "actions: the policy's action for each step on <ns>/action; chunks: whole action chunks on <ns>/action_chunk "
+        "played here step by step (real-time chunking at the edge: a rollout far away with send: chunks)",
     )
     human_reward_topic: str = setting(
         "",

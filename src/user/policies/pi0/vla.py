@@ -18,8 +18,9 @@ import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 from user.policies.pi0 import checkpoint
 from user.policies.pi0.errors import Pi0Error
 from user.policies.pi0.model import Pi0Model, Pi0Observation
+from user.policies.pi0.rtc import RtcConfig, sample_continuing
 from user.policies.pi0.tokenizer import check_fits, tokenize
-from user.policies.vla import VLAModel
+from user.policies.vla import Continuing, VLAModel
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -66,6 +67,22 @@ class Pi0VLA(VLAModel):
 
     def predict(self, images: Mapping[str, torch.Tensor], state: torch.Tensor, instruction: str) -> torch.Tensor:
         chunk = self.model.sample_chunk(self.observation(images, state, instruction))
+        return chunk[..., : self.action_dim].clamp(-1.0, 1.0)
+
+    def predict_continuing(
+        self, images: Mapping[str, torch.Tensor], state: torch.Tensor, instruction: str, continuing: Continuing
+    ) -> torch.Tensor:
+        """A chunk continuing the previous one's remaining actions (real-time chunking, `rtc.sample_continuing`)."""
+        cfg = self.model.config
+        previous = F.pad(continuing.previous.float(), (0, cfg.action_dim - self.action_dim))
+        config = RtcConfig(
+            execute_horizon=continuing.execute_horizon,
+            max_guidance=continuing.max_guidance,
+            schedule=continuing.schedule,  # type: ignore[arg-type]  # checked by RtcConfig
+        )
+        chunk = sample_continuing(
+            self.model, self.observation(images, state, instruction), previous, continuing.delay, config
+        )
         return chunk[..., : self.action_dim].clamp(-1.0, 1.0)
 
     def chunk_loss(
