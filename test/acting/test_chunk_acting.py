@@ -19,6 +19,7 @@ from user.interfaces.chunks import ActionChunk
 from user.interfaces.domain import Action, EncodedImage, Observation
 from user.interfaces.images import encode_jpeg
 from user.learner.config import LearningConfig
+from user.nodes.rollout import RolloutParams
 from user.policies.mlp import MLPPolicyConfig
 from user.policies.pi0.kind import VLAKindConfig
 from user.policies.preprocess import ObservationConfig
@@ -90,3 +91,5 @@ def test_settings_that_cannot_work_are_refused_at_the_start() -> None:
         ActingConfig(learning=LEARNING, send="chunks", chunking=replace(ChunkingConfig(), execute_horizon=9))
     with pytest.raises(ConfigError, match="random_steps"):
         ActingConfig(learning=LEARNING, send="chunks", random_steps=10)
+    with pytest.raises(ConfigError, match="policy_kind vla"):  # the rollout node's settings check as much
+        RolloutParams(robots=["arm"], learning=LearningConfig(mlp=MLPPolicyConfig(state_dim=3)), send="chunks")

@@ -67,3 +67,12 @@ def test_the_policy_acts_on_each_observation_s_own_frames() -> None:
         frame = decode_image(encode_jpeg(pixels))  # what the robot's JPEG decodes to
         expected = reference.act(PolicyInput(state, {"wrist": frame}), deterministic=True)
         np.testing.assert_allclose(actions[robot], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a GPU is here: the device is usable")
+def test_a_device_the_machine_lacks_is_refused_at_the_start() -> None:
+    from user.config.strict import ConfigError
+
+    config = ActingConfig(learning=_learning(), device="cuda:0")
+    with pytest.raises(ConfigError, match="device 'cuda:0': this machine has no CUDA GPU"):
+        ActingSession(config, WeightsInUse(_learning().build_policy()), lambda action: None)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from user.config.flat import flatten
-from user.config.strict import from_mapping
+from user.config.strict import ConfigError, from_mapping
 from user.deploy.deployment import CONFIG_DIR, Deployment, load
 from user.runtime.kinds import load_kind
 
@@ -117,11 +117,12 @@ def test_the_shipped_runs_keep_the_learning_values_they_were_tuned_with(path: Pa
         learning = learner.learning
         if path.name.startswith("vla_"):  # the VLA runs: HG-DAgger on chunks of 10, batches of 32, a cosine decay
             bc = learning.hg_dagger.bc
-            assert (learning.algorithm, learning.policy_kind, learning.vla.model_chunk_size()) == (
-                "hg_dagger",
-                "vla",
-                10,
-            )
+            assert (learning.algorithm, learning.policy_kind) == ("hg_dagger", "vla")
+            if learning.vla.checkpoint is None or Path(learning.vla.checkpoint).is_dir():
+                assert learning.vla.model_chunk_size() == 10
+            else:  # a π0 checkpoint this machine does not have: named when the run would start
+                with pytest.raises(ConfigError, match=f"{learning.vla.checkpoint}: no such directory"):
+                    learning.vla.model_chunk_size()
             assert (learner.buffer.chunk_horizon, bc.batch_size, bc.lr_schedule) == (10, 32, "cosine")
             continue
         assert learning.algorithm == "rlpd"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from user.acting.chunks import ChunkingConfig
@@ -16,6 +17,7 @@ class ActingConfig:
     """How a session acts, declared once: the rollout node's settings extend it (`RolloutParams`)."""
 
     learning: LearningConfig = setting(LearningConfig(), "policy (must match the learner's)")
+    device: str = setting("cpu", "where the policy acts: cpu, cuda, cuda:N, or auto (the first GPU when there is one)")
     apply: Literal["episode_boundary", "immediate"] = setting(
         "episode_boundary", "when a robot switches to new weights"
     )
@@ -49,4 +51,6 @@ class ActingConfig:
             )
         if self.random_steps:
             raise ConfigError("send: chunks acts with the policy from the start: set random_steps to 0")
-        self.chunking.check(self.learning.vla.model_chunk_size())
+        vla = self.learning.vla
+        if vla.checkpoint is None or Path(vla.checkpoint).is_dir():  # a missing one is named when the policy is built
+            self.chunking.check(vla.model_chunk_size())

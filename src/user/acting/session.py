@@ -40,6 +40,7 @@ from user.interfaces.chunks import ActionChunk
 from user.interfaces.domain import Action, Observation
 from user.interfaces.refusals import Refusals
 from user.interfaces.validate import InvalidMessageError, check_action, check_observation
+from user.learner.device import resolve_device
 from user.learner.state_select import StateSelectionError
 from user.sync.trained import TrainedEpisodes
 
@@ -76,7 +77,10 @@ class ActingSession:
         self.log = log or logging.getLogger("user.acting.session")
         self.refusals = Refusals(self.log)  # observations refused, actions not sent (see user.interfaces.validate)
         self.selector = config.learning.state_selector()
-        self.policies = PinnedPolicies(config.learning.build_policy, weights, immediate=config.apply == "immediate")
+        device = resolve_device(config.device)  # a GPU that is not there is a ConfigError here
+        self.policies = PinnedPolicies(
+            lambda: config.learning.build_policy().to(device), weights, immediate=config.apply == "immediate"
+        )
         self.trained = TrainedEpisodes()  # sync: the version the learner trained on each episode (receipts)
         self.answered = 0
         self.skipped = 0  # observations not answered (no weights yet, demo episodes, bad state)
@@ -198,7 +202,7 @@ class ActingSession:
         images = {camera: _frames(camera, [obs for obs, _, _ in group]) for camera in policy.cameras}
         with torch.no_grad():
             batch = policy.preprocess(states, images)
-            actions = policy.act_tensor(batch, deterministic=self.config.deterministic).numpy()
+            actions = policy.act_tensor(batch, deterministic=self.config.deterministic).cpu().numpy()
         if self.warming_up:  # standard SAC's warm-up: uniform random actions, off-policy data for the learner
             actions = self._rng.uniform(-1.0, 1.0, actions.shape).astype(np.float32)
         for (obs, received, _), data in zip(group, actions, strict=True):

@@ -55,6 +55,7 @@ from user.interfaces.chunks import ActionChunk, chunk_to_msg
 from user.interfaces.domain import Action, action_to_msg, observation_from_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeKind, episode_event_from_msg
 from user.interfaces.refusals import Refusals
+from user.learner.device import resolve_device
 from user.runtime.node import Node, TypedPublisher
 from user.sync.link_receiver import LinkJoin, WeightLinkReceiver
 from user.sync.subscriber import WeightSubscriber
@@ -90,6 +91,7 @@ class RolloutParams(ActingConfig):
     )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.robots and not self.admit:
             raise ConfigError("robots: list at least one robot id to act for (or admit: robots that may join)")
 
@@ -103,7 +105,7 @@ class RolloutNode(Node):
         super().__init__(bus)
         p = self.params = self.declare_parameters(RolloutParams)
         torch.set_num_threads(p.torch_threads)
-        self.latest = p.learning.build_policy()
+        self.latest = p.learning.build_policy().to(resolve_device(p.device))
         self.weights: WeightSubscriber | WeightLinkReceiver
         if p.weights_from == "link":
             self.weights = WeightLinkReceiver(
