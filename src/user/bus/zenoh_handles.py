@@ -4,6 +4,7 @@ the publisher of one topic's CDR bytes."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,9 +20,11 @@ class Declared:
     def __init__(self, forget: Callable[[Declared], None], *entities: Any) -> None:
         self._forget = forget
         self._entities = list(entities)
+        self._closing = threading.Lock()  # two threads closing one handle: one undeclares, the other finds none
 
     def close(self) -> None:
-        entities, self._entities = self._entities, []
+        with self._closing:
+            entities, self._entities = self._entities, []
         for entity in entities:
             try:
                 entity.undeclare()

@@ -9,6 +9,11 @@ joined and whose announcement is gone (stopped, killed, its host lost) is droppe
 `leave_after_s`; back before that, it never left. A robot that joined and then sends what does not fit is refused
 (`refuse`) and leaves at the next look. The robots of the node's `robots` list are not the roster's: they are
 served from the start to the end, as without a roster.
+
+Scheduling (`Capacity`): a node that can serve only so many robots (`max_robots`), or only those of its own site
+(`site`), takes an admitted robot that fits only while it can; otherwise the robot waits, told why once (and again
+when the reason changes: `Changes.waiting`), holding, and is taken at the first look after a place frees up (a
+robot left) in the order the robots started waiting. A waiting robot whose announcement goes is forgotten.
 """
 
 from __future__ import annotations
@@ -23,17 +28,46 @@ from user.hardware.descriptor import ResourceDescriptor
 
 @dataclass
 class Changes:
-    """What one look changed: robots to serve from now on, robots to serve no more."""
+    """What one look changed: robots to serve from now on, robots to serve no more, robots told to wait (why)."""
 
     joined: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)  # robot -> why it waits (new, or a new reason)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Which admitted robots a node can serve at once (the placement rules at run time)."""
+
+    max_robots: int = 0  # robots joined at run time served at once; 0 = no limit
+    site: str = ""  # serve only robots announced at this site; empty = any site
+    role: str = "node"  # what the node is, for the lines ("rollout")
+
+    def unmet(self, descriptor: ResourceDescriptor, serving: list[str]) -> str | None:
+        """Why `descriptor`'s robot cannot be served beside `serving`, or None."""
+        if self.site and descriptor.site != self.site:
+            return (
+                f"it is at site {descriptor.site!r} and this {self.role} serves site {self.site!r} (its observations "
+                "and actions would cross sites at every step)"
+            )
+        if self.max_robots and len(serving) >= self.max_robots:
+            return f"this {self.role} serves its {self.max_robots} robot(s) already ({', '.join(serving)})"
+        return None
 
 
 class Roster:
     """Robots joined at run time, with the deadline of those whose announcement is gone. Thread-safe."""
 
-    def __init__(self, rule: Authorisation, spec: PolicySpec | None, leave_after_s: float, log: logging.Logger) -> None:
+    def __init__(
+        self,
+        rule: Authorisation,
+        spec: PolicySpec | None,
+        leave_after_s: float,
+        log: logging.Logger,
+        capacity: Capacity | None = None,
+    ) -> None:
         self.rule = rule
+        self.capacity = capacity or Capacity()
         self.spec = spec  # None: no policy to fit (e.g. a monitor)
         self.leave_after_s = leave_after_s
         self.log = log
@@ -43,6 +77,7 @@ class Roster:
         self._gone_since: dict[str, float] = {}  # joined robot -> when its announcement was first seen gone
         self._refused: set[str] = set()  # announced robots refused (until their announcement goes away)
         self._dropped: list[str] = []  # refused by `refuse` since the node last took them
+        self._waiting: dict[str, str] = {}  # admitted robots that fit but cannot be served now -> why (in order)
         self._lock = threading.RLock()  # `update` confirms under it
 
     def serves(self, robot_id: str) -> bool:
@@ -74,16 +109,25 @@ class Roster:
         with self._lock:
             return sorted(self._joined)
 
+    @property
+    def waiting(self) -> dict[str, str]:
+        """Robots waiting for a place -> why, in the order they started waiting."""
+        with self._lock:
+            return dict(self._waiting)
+
     def update(self, alive: dict[str, ResourceDescriptor], now: float) -> Changes:
         """One look at the robots announced alive (id -> descriptor) at time `now` (seconds, monotonic)."""
         changes = Changes()
         with self._lock:
-            for robot_id in sorted(alive):
+            for robot_id in sorted(self._joined):
+                self._follow(robot_id, robot_id in alive, now, changes)  # who left first: their places free up
+            for robot_id in [r for r in self._waiting if r not in alive]:
+                del self._waiting[robot_id]  # gone while waiting: judged afresh when it comes back
+            waited = [r for r in self._waiting if r in alive]  # first come, first served
+            for robot_id in waited + sorted(r for r in alive if r not in self._waiting):
                 if robot_id not in self.rule.robots:
                     self._judge(alive[robot_id], changes)
             self._refused &= set(alive)  # gone: judged afresh when it announces itself again
-            for robot_id in sorted(self._joined):
-                self._follow(robot_id, robot_id in alive, now, changes)
         return changes
 
     def refuse(self, robot_id: str, mismatch: Mismatch) -> bool:
@@ -124,6 +168,15 @@ class Roster:
                 "refused robot %s: %s does not fit the policy (%s)", robot_id, mismatch.field, mismatch.detail
             )
             return
+        reason = self.capacity.unmet(descriptor, sorted(self._joined))
+        if reason is not None:
+            if self._waiting.get(robot_id) != reason:
+                self._waiting[robot_id] = reason
+                changes.waiting[robot_id] = reason
+                self.log.warning("robot %s waits: %s; it holds until it can be served", robot_id, reason)
+            return
+        if self._waiting.pop(robot_id, None) is not None:
+            self.log.info("robot %s no longer waits: served from now on", robot_id)
         self._joined.add(robot_id)
         self._described[robot_id] = descriptor
         changes.joined.append(robot_id)

@@ -11,6 +11,7 @@ The robots of the node's `robots` list are never looked at: served as always.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 
 from user.bus.base import BEST_EFFORT, Handle
 from user.fleet.admission import Authorisation, Mismatch, PolicySpec
-from user.fleet.roster import Roster
+from user.fleet.roster import Capacity, Roster
 from user.hardware.registry import Registry
 from user.interfaces.domain import Observation, Transition, observation_from_msg
 from user.runtime.node import Node
@@ -39,14 +40,18 @@ class FleetWatch:
         *,
         period_s: float = LOOK_PERIOD_S,
         probe: bool = True,
+        wait: Callable[[str, str], object] = lambda robot, reason: None,
     ) -> None:
         self.roster = roster
+        self._wait = wait  # a robot told to wait, and why
         self._node = node
         self._probe = probe and roster.spec is not None
         self._probes: dict[str, Handle] = {}  # robot taken in -> its observations, until one fitted
         self.registry = Registry(node)
         self._join, self._leave = join, leave
         self._handles: dict[str, list[Handle]] = {}  # joined robot -> its subscriptions (and publishers)
+        self._lock = threading.Lock()  # a look and `close` never run at once (both close handles)
+        self._closed = False
         self._timer = node.create_timer(period_s, self.look)
 
     @property
@@ -59,10 +64,17 @@ class FleetWatch:
 
     def look(self) -> None:
         """Timer: who joined, who left, who was refused since the last look."""
+        with self._lock:
+            if not self._closed:
+                self._look()
+
+    def _look(self) -> None:
         alive = {d.resource_id: d for d in self.registry.descriptors("robot")}
         changes = self.roster.update(alive, time.monotonic())
         for robot_id in changes.left + self.roster.take_refused():
             self._drop(robot_id)
+        for robot_id, reason in changes.waiting.items():
+            self._wait(robot_id, reason)
         for robot_id in changes.joined:
             self._open(robot_id)
         for robot_id in [r for r in self._probes if self.roster.confirmed(r)]:
@@ -106,12 +118,14 @@ class FleetWatch:
 
     def close(self) -> None:
         self._timer.close()
-        self.registry.close()
-        for handles in [*self._handles.values(), list(self._probes.values())]:
-            for handle in handles:
-                handle.close()
-        self._handles.clear()
-        self._probes.clear()
+        with self._lock:  # a look running now ends first
+            self._closed = True
+            self.registry.close()
+            for handles in [*self._handles.values(), list(self._probes.values())]:
+                for handle in handles:
+                    handle.close()
+            self._handles.clear()
+            self._probes.clear()
 
 
 class FleetParams(Protocol):
@@ -127,6 +141,11 @@ class FleetParams(Protocol):
     def leave_after_s(self) -> float: ...
 
 
+def capacity_of(params: object, role: str) -> Capacity:
+    """The node's `max_robots` and `site` settings, where it has them (a rollout), as its roster's `Capacity`."""
+    return Capacity(int(getattr(params, "max_robots", 0)), str(getattr(params, "site", "")), role)
+
+
 def watch_fleet(
     node: Node,
     params: FleetParams,
@@ -135,10 +154,14 @@ def watch_fleet(
     leave: Callable[[str], object] = lambda robot: None,
     *,
     probe: bool = True,
+    capacity: Capacity | None = None,
+    wait: Callable[[str, str], object] = lambda robot, reason: None,
 ) -> FleetWatch | None:
     """The `FleetWatch` of a node with `admit` patterns; None without (its `robots` only, as always). `probe`: read
-    a joined robot's observations until one fits (a node that reads them anyway checks them itself)."""
+    a joined robot's observations until one fits (a node that reads them anyway checks them itself); `capacity`:
+    which robots it can serve at once, the others told to `wait`."""
     if not params.admit:
         return None
-    roster = Roster(Authorisation(tuple(params.robots), tuple(params.admit)), spec, params.leave_after_s, node.log)
-    return FleetWatch(node, roster, join, leave, probe=probe)
+    rule = Authorisation(tuple(params.robots), tuple(params.admit))
+    roster = Roster(rule, spec, params.leave_after_s, node.log, capacity)
+    return FleetWatch(node, roster, join, leave, probe=probe, wait=wait)

@@ -41,6 +41,7 @@ from user.hardware.announce import Announcer
 from user.hardware.descriptor import ResourceDescriptor, from_robot
 from user.interfaces.domain import Observation, action_from_msg, observation_to_msg, transition_to_msg
 from user.interfaces.episode_events import RESET_SEED_DEFAULT, EpisodeEvent
+from user.nodes.parts.robot_assignment import Assignment
 from user.nodes.parts.robot_chunks import ChunkFeed
 from user.nodes.parts.robot_outbox import RobotOutbox
 from user.nodes.parts.robot_params import RobotNodeParams
@@ -106,6 +107,7 @@ class RobotNode(Node):
         self._pub_event = self.create_publisher(f"{ns}/episode_events", "user/msg/EpisodeEvent", RELIABLE)
         self.create_subscription(f"{ns}/action", "user/msg/Action", self._on_action)
         self.create_subscription(f"{ns}/intervention", "user/msg/Action", self._on_intervention)
+        self.assignment = Assignment(self, ns)  # who serves it, or why it waits (a rollout that admits robots)
         if p.human_reward_topic:
             self.create_subscription(p.human_reward_topic, "user/msg/HumanReward", self._on_human_reward, RELIABLE)
         arm = self.robot if isinstance(self.robot, ArmRobot) else None

@@ -39,7 +39,7 @@ the reset service to it, as the learner node does over `LearningSession`.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
@@ -47,9 +47,9 @@ import torch
 
 from user.acting.config import ActingConfig
 from user.acting.session import ActingSession
-from user.bus.base import BEST_EFFORT, RELIABLE, Bus
+from user.bus.base import BEST_EFFORT, LATCHED, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
-from user.fleet import PolicySpec, watch_fleet
+from user.fleet import PolicySpec, capacity_of, watch_fleet
 from user.fleet.settings import ADMIT_HELP, DEFAULT_LEAVE_AFTER_S, LEAVE_HELP
 from user.interfaces.chunks import ActionChunk, chunk_to_msg
 from user.interfaces.domain import Action, action_to_msg, observation_from_msg
@@ -72,6 +72,14 @@ class RolloutParams(ActingConfig):
     robots: list[str] = setting([], "robot ids this node acts for (from the start to the end)")
     admit: list[str] = setting([], ADMIT_HELP)
     leave_after_s: float = setting(DEFAULT_LEAVE_AFTER_S, LEAVE_HELP, min=0.0)
+    max_robots: int = setting(
+        0, "admit: robots joined at run time this rollout serves at once (others wait until one leaves); 0 = any", min=0
+    )
+    site: str = setting(
+        "",
+        "admit: serve only robots announced at this site (others wait: their actions would cross sites every "
+        "step); ignored with send: chunks; empty = any",
+    )
     weights_from: Literal["bus", "link"] = setting(
         "bus", "bus: weights_topic; link: the learner's weight_link on this machine, over torch.distributed"
     )
@@ -124,6 +132,7 @@ class RolloutNode(Node):
         if p.random_steps > 0:
             self.create_subscription(p.stats_topic, "user/msg/TrainingStats", self._on_stats)
         self._pubs: dict[str, TypedPublisher] = {}  # robot -> its actions (send chunks: its chunks)
+        self._assignments: dict[str, TypedPublisher] = {}  # admit: robot -> what it is told (served, or why it waits)
         for robot in p.robots:
             self._open_robot(robot)
         # sync mode: one reset waits per robot at most; joined on destroy
@@ -131,7 +140,10 @@ class RolloutNode(Node):
         self._resets = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-reset")
         spec = PolicySpec.of(p.learning, self.latest.action_dim)
         # robots joining and leaving while the run goes on (`admit`)
-        self.fleet = watch_fleet(self, p, spec, self._open_robot, self._close_robot, probe=False)  # it reads them
+        capacity = capacity_of(replace(p, site="") if p.send == "chunks" else p, "rollout")
+        self.fleet = watch_fleet(  # probe False: it reads their observations anyway
+            self, p, spec, self._open_robot, self._close_robot, probe=False, capacity=capacity, wait=self._told_wait
+        )
         if p.report_period_s > 0:
             self.create_timer(p.report_period_s, self._report)
         self.session.start()
@@ -168,6 +180,18 @@ class RolloutNode(Node):
 
     # ---- bus callbacks --------------------------------------------------------------------------
 
+    def _told_wait(self, robot: str, reason: str) -> None:
+        """`robot` cannot be served now: tell it why (latched on /<robot>/assignment; it logs it and holds)."""
+        self._assignment(robot).publish(self.codec.msg_class("std_msgs/msg/String")(data=f"waiting: {reason}"))
+
+    def _assignment(self, robot: str) -> TypedPublisher:
+        pub = self._assignments.get(robot)
+        if pub is None:
+            pub = self._assignments[robot] = self.create_publisher(
+                f"/{robot}/assignment", "std_msgs/msg/String", LATCHED
+            )
+        return pub
+
     def _open_robot(self, robot: str) -> list[Any]:
         """Answer `robot`'s observations (sync mode: follow its episodes and receipts); the handles."""
         if self.params.send == "chunks":
@@ -176,6 +200,8 @@ class RolloutNode(Node):
             self._pubs[robot] = self.create_publisher(f"/{robot}/action", "user/msg/Action", RELIABLE)
         on_obs = partial(self._on_observation, robot)
         handles: list[Any] = [self._pubs[robot]]
+        if self.params.admit:  # a joined robot is told who serves it (it may have been told to wait before)
+            self._assignment(robot).publish(self.codec.msg_class("std_msgs/msg/String")(data=f"served by {self.name}"))
         handles.append(self.create_subscription(f"/{robot}/observation", "user/msg/Observation", on_obs, BEST_EFFORT))
         if self.params.mode == "sync":
             on_ack = partial(self._on_ack, robot)
