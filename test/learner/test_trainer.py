@@ -228,3 +228,29 @@ def test_training_stops_visibly_when_batch_after_batch_cannot_be_read(
         sync.train(2, timeout_s=30.0)
     assert isinstance(sync.failed, TrainingDataError)
     buf.close()
+
+
+def test_batches_without_the_policy_s_camera_are_skipped_then_training_stops_naming_it(tmp_path: Path) -> None:
+    """Stored transitions without the camera an image policy looks at (a robot once recorded a step before its
+    camera's first frame): each such batch is skipped as unreadable, naming the camera, and batch after batch of them
+    stops training with that cause, instead of the policy failing inside an update."""
+    from user.policies.cnn import CNNPolicyConfig
+    from user.policies.preprocess import ObservationConfig
+    from user.policies.resnet import ImageEncoderConfig
+
+    tiny = ImageEncoderConfig(channels=(8, 8, 16, 16), stem_channels=8, groups=2, spatial_features=2, bottleneck=8)
+    cnn = CNNPolicyConfig(
+        state_dim=f.STATE_DIM,
+        action_dim=f.ACTION_DIM,
+        observation=ObservationConfig(cameras=("wrist",), image_size=32),
+        encoder=tiny,
+        hidden=(16,),
+    )
+    learning = LearningConfig(policy_kind="cnn", cnn=cnn, exclude_state_prefixes=())
+    buf = _disk_buffer(tmp_path / "b", prefetch=0)  # transitions of state alone
+    trainer = Trainer(learning.build_algorithm(learning.build_policy()), buf, learning.state_selector(),
+                      max_unreadable_in_a_row=3)  # fmt: skip
+    with pytest.raises(TrainingDataError, match=r"no image from camera\(s\) \['wrist'\], which the policy looks at"):
+        trainer.train(1, timeout_s=30.0)
+    assert trainer.unreadable_batches == 3 and trainer.counters.update_calls == 0
+    buf.close()

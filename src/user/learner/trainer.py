@@ -267,7 +267,14 @@ class Trainer:
         }
 
     def _select(self, batch: TransitionBatch) -> TransitionBatch:
-        """The batch with only the state columns the policy sees (by the names the batch carries)."""
+        """The batch with only the state columns the policy sees (by the names the batch carries); a batch without a
+        camera the policy looks at is a BatchError (skipped as unreadable), never a policy failing mid-update."""
+        lacking = [camera for camera in self.algorithm.policy.cameras if camera not in batch.images]
+        if lacking:
+            raise BatchError(
+                f"the batch has no image from camera(s) {lacking}, which the policy looks at (it has "
+                f"{sorted(batch.images) or 'none'}): stored transitions without them"
+            )
         cols = self.selector.columns(batch.state_names, int(batch.state.shape[1]))
         if cols is None:
             return batch
