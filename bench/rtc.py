@@ -179,7 +179,7 @@ def print_table(results: list[ModeResult], args: argparse.Namespace) -> None:
         ("periods held for lack of an action (after an episode's first)", lambda r: str(r.held_after_first)),
         ("  per 100 steps", lambda r: f"{100 * r.held_after_first / r.steps:.1f}" if r.steps else "-"),
         ("chunks played", lambda r: str(r.chunks_played)),
-        ("newer chunk took over mid-chunk", lambda r: str(r.switches)),
+        ("switches (a newer chunk took over)", lambda r: str(r.switches)),
     ]
     width = max(len(name) for name, _ in rows)
     print(f"{'':{width}}  " + "  ".join(f"{r.mode:>10}" for r in results))
