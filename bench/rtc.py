@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ def print_table(results: list[ModeResult], args: argparse.Namespace) -> None:
         f"link {2 * args.delay_ms:.0f} ms round trip, inference {args.inference_ms:.0f} ms, {RATE_HZ:.0f} Hz, "
         f"chunks of {CHUNK}, execute horizon {EXECUTE}, delay {DELAY} periods"
     )
-    rows = [
+    rows: list[tuple[str, Callable[[ModeResult], str]]] = [
         ("episodes ended", lambda r: str(r.episodes)),
         ("steps in them", lambda r: str(r.steps)),
         ("periods held for lack of an action (after an episode's first)", lambda r: str(r.held_after_first)),

@@ -12,7 +12,7 @@ from user.interfaces.codec import default_codec
 
 def test_a_chunk_survives_the_codec() -> None:
     codec = default_codec()
-    actions = np.arange(12, dtype=np.float32).reshape(4, 3) / 12
+    actions = (np.arange(12).reshape(4, 3) / 12).astype(np.float32)
     sent = ActionChunk("arm", 7, 30, 5, actions, 9, 1_234_567_890)
     got = chunk_from_msg(codec.decode(codec.encode(chunk_to_msg(sent, codec)), "user/msg/ActionChunk"))
     assert (got.robot_id, got.episode_id, got.start_step, got.seq, got.policy_version, got.stamp_ns) == (

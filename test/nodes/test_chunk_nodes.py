@@ -102,7 +102,8 @@ def test_the_robot_plays_the_rollout_s_chunks_newest_first(make_bus: Callable[..
             assert seqs, f"step {t.step}: its action is no sent chunk's action for it"
             assert max(seqs) >= last, f"step {t.step}: played chunk {max(seqs)} after chunk {last}"
             last = max(seqs)
-        assert last >= 3 and arm.chunks is not None and arm.chunks.player.stats().switches >= 2
+        feed = arm.chunks
+        assert last >= 3 and feed is not None and feed.player.stats().switches >= 2
         assert all(c.actions.shape == (CHUNK, 7) and c.robot_id == robot for c in chunks)
 
         # a chunk with a value that is not finite, newer than any: refused, never played
@@ -111,7 +112,7 @@ def test_the_robot_plays_the_rollout_s_chunks_newest_first(make_bus: Callable[..
         at = seen[-1].step
         pub = probe.create_publisher(f"/{robot}/action_chunk", "user/msg/ActionChunk", RELIABLE)
         message = chunk_to_msg(ActionChunk(robot, 0, at + 1_000, 10_000, bad, 0, 0), probe.codec)
-        assert wait_until(lambda: _sent_once(pub, message) and arm.chunks.refusals.count("chunk_non_finite") > 0, 10.0)
+        assert wait_until(lambda: _sent_once(pub, message) and feed.refusals.count("chunk_non_finite") > 0, 10.0)
         assert all(np.isfinite(t.action.data).all() for t in transitions.seen())
     finally:
         arm.destroy()

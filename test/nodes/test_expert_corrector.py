@@ -8,6 +8,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -82,8 +83,8 @@ def test_it_intervenes_only_while_the_arm_is_off_the_path(
         for step in range(60):
             obs: Observation = observer.observe(state, episode_id=1, step=step, policy_version=0)
             # an observation may be lost before the subscription is matched: send it until the corrector answered
-            assert wait_until(lambda o=obs: _sent(pub, o, corrector) == (1, o.step), 10.0), f"step {step} unseen"
-            if seen.has(step) or wait_until(lambda s=step: seen.has(s), 0.2):
+            assert wait_until(partial(_decided, pub, obs, corrector), 10.0), f"step {step} unseen"
+            if seen.has(step) or wait_until(partial(seen.has, step), 0.2):
                 took_over = step if took_over is None else took_over
                 msg = seen.steps[step]
                 assert msg.intervened and msg.source == SOURCE_HUMAN and msg.episode_id == 1
@@ -105,7 +106,7 @@ def test_it_intervenes_only_while_the_arm_is_off_the_path(
         seen.node.destroy()
 
 
-def _sent(pub: Any, obs: Observation, node: ExpertNode) -> tuple[int, int] | None:
-    """Publish `obs` and return the (episode, step) the node last decided on."""
+def _decided(pub: Any, obs: Observation, node: ExpertNode) -> bool:
+    """Publish `obs`; whether the node has decided on it (its last decision is for its episode and step)."""
     pub.publish(observation_to_msg(obs, node.codec))
-    return node.decided
+    return node.decided == (obs.episode_id, obs.step)
