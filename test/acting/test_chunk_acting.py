@@ -93,3 +93,18 @@ def test_settings_that_cannot_work_are_refused_at_the_start() -> None:
         ActingConfig(learning=LEARNING, send="chunks", random_steps=10)
     with pytest.raises(ConfigError, match="policy_kind vla"):  # the rollout node's settings check as much
         RolloutParams(robots=["arm"], learning=LearningConfig(mlp=MLPPolicyConfig(state_dim=3)), send="chunks")
+
+
+def test_a_robot_that_got_no_chunk_for_a_while_gets_one_wherever_it_is() -> None:
+    """A robot that restarted its episode ids (no state_dir) asks at an episode and step before the last chunk's, and
+    one whose chunk was lost holds at its step: after resend_after_s either gets a chunk, never waits for ever."""
+    from user.acting.chunks import ChunkPlans
+
+    now = [100.0]
+    plans = ChunkPlans(ChunkingConfig(mode="rtc", execute_horizon=4, delay_steps=2, resend_after_s=2.0), lambda: now[0])
+    plans.sent("arm", 5, 30, np.zeros((H, ACTIONS), np.float32))
+    assert not plans.due("arm", 0, 0) and not plans.due("arm", 5, 30) and not plans.due("arm", 5, 31)
+    now[0] += 2.0
+    assert plans.due("arm", 0, 0) and plans.due("arm", 5, 30)
+    plans.sent("arm", 0, 0, np.zeros((H, ACTIONS), np.float32))
+    assert not plans.due("arm", 0, 1) and plans.due("arm", 0, 2)

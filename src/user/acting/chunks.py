@@ -11,12 +11,16 @@ A chunking policy (`VLAPolicy`) computes H actions at once. A robot at the edge 
 - mode `replace` (plain chunk replacement, the baseline): the next chunk is asked for once the current one is used
   up, from the observation at its end; the robot holds while it is computed and sent.
 
-`ChunkPlans` keeps, per robot, the last chunk sent (its episode, first step, actions) and the chunk counter.
+`ChunkPlans` keeps, per robot, the last chunk sent (its episode, first step, actions) and the chunk counter; a
+robot that got no chunk for `resend_after_s` gets one at its next observation whatever its step (it restarted its
+episode ids, or a chunk was lost), so it never waits for ever.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,6 +56,12 @@ class ChunkingConfig:
     schedule: Literal["exp", "linear", "ones", "zeros"] = setting(
         "exp", "rtc: how the guidance decays over the overlap after the delay (the paper's exp)"
     )
+    resend_after_s: float = setting(
+        2.0,
+        "a robot that got no chunk for this long gets one at its next observation, wherever it is (a robot that "
+        "restarted its episodes, a chunk that never arrived)",
+        min=0.1,
+    )
     added_latency_s: float = setting(
         0.0, "seconds added to every chunk's computation before it is sent (benchmarks: a slower model)", min=0.0
     )
@@ -74,13 +84,15 @@ class _Sent:
     episode_id: int
     start_step: int
     actions: npt.NDArray[np.float32]
+    at: float  # when it was sent (the plans' clock)
 
 
 class ChunkPlans:
     """Per robot: is a new chunk due at this observation, and what must it continue. Thread-safe."""
 
-    def __init__(self, config: ChunkingConfig) -> None:
+    def __init__(self, config: ChunkingConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
+        self._clock = clock
         self._last: dict[str, _Sent] = {}
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -89,7 +101,7 @@ class ChunkPlans:
         """Whether the observation of `step` should get a new chunk."""
         with self._lock:
             last = self._last.get(robot)
-        if last is None:
+        if last is None or self._clock() - last.at >= self.config.resend_after_s:
             return True
         if (episode_id, step) <= (last.episode_id, last.start_step):
             return False  # the observation a chunk was computed from, again, or an older one
@@ -115,7 +127,7 @@ class ChunkPlans:
     def sent(self, robot: str, episode_id: int, start_step: int, actions: npt.NDArray[np.float32]) -> int:
         """Record the chunk sent to `robot`; its sequence number."""
         with self._lock:
-            self._last[robot] = _Sent(episode_id, start_step, actions)
+            self._last[robot] = _Sent(episode_id, start_step, actions, self._clock())
             seq = self._seq[robot] = self._seq.get(robot, 0) + 1
         return seq
 
