@@ -124,6 +124,16 @@ class Bringup:
         self._file.close()
         return self.proc.returncode
 
+    def stop_and_report(self, label: str) -> int | None:
+        """`stop`, and a non-zero exit code printed as a WARNING with the lines that say which node exited badly
+        (the last lines of the output when none does)."""
+        code = self.stop()
+        if code not in (0, None):
+            lines = self.out.read_text(errors="replace").splitlines()
+            exits = [line for line in lines if "exit" in line and "exit code 0" not in line] or lines[-15:]
+            print(f"[{label}] WARNING: user bringup exited with {code} at shutdown:", *exits, sep="\n  ", flush=True)
+        return code
+
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float, alive: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + timeout_s

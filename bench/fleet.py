@@ -176,11 +176,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> Point:
             probe.destroy()
         if bus is not None:
             bus.close()
-        code = bringup.stop()
-    if code not in (0, None):
-        lines = bringup.out.read_text(errors="replace").splitlines()
-        exits = [line for line in lines if "exit" in line and "exit code 0" not in line] or lines[-10:]
-        print(f"[{n} robots] WARNING: user bringup exited with {code}:", *exits, sep="\n  ", flush=True)
+        bringup.stop_and_report(f"{n} robots")
     span = t1 - t0
     assert s0 is not None and s1 is not None  # waited for above
     stored = s1[0] - s0[0]

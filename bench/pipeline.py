@@ -317,11 +317,7 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: Path, seed: int = 0) 
             probe.destroy()
         if bus is not None:
             bus.close()
-        code = bringup.stop()
-    if code not in (0, None):
-        lines = bringup.out.read_text(errors="replace").splitlines()
-        exits = [line for line in lines if "exit" in line] or lines[-15:]
-        print(f"[{mode}] WARNING: user bringup exited with {code} at shutdown:", *exits, sep="\n  ", flush=True)
+        code = bringup.stop_and_report(mode)
     return RunResult(
         mode, bringup.started, (t0, t1), robots, period, summary["start_episode"], events, holds, latencies,
         (before, after), bringup.nodes, bringup.load, run_end, code,

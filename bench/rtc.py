@@ -127,7 +127,7 @@ def run_mode(work: Path, mode: str, duration_s: float, shape: LinkShape, inferen
         if not bringup.alive():
             raise SystemExit(f"{mode}: user bringup ended early; see {work / f'{mode}.out'}")
     finally:
-        bringup.stop()
+        bringup.stop_and_report(mode)
         relay.close()
     return robot_figures(run_dir / "logs" / f"{ARM}.log", mode)
 

@@ -91,7 +91,7 @@ def main() -> int:
             while time.monotonic() < deadline and bringup.alive():
                 time.sleep(1.0)
         finally:
-            bringup.stop()
+            bringup.stop_and_report("vla_hg_dagger")
     result = figures(run)
     print_figures(result, run)
     if args.json is not None:

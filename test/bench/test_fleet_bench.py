@@ -4,22 +4,17 @@ come out right from what a probe saw."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from test.conftest import REPO
+from test.helpers.bench_scripts import load
+from test.helpers.bench_scripts import run_bench as run_bench_script
 
 pytest.importorskip("gymnasium")
 
-BENCH = REPO / "bench" / "fleet.py"
 ROWS = [
     f"machine load average (mean, {os.cpu_count()} CPUs)",
     "machine CPU busy, % (all processes)",
@@ -32,13 +27,8 @@ ROWS = [
 ]
 
 
-def run_bench(*args: str, timeout: float, bench: Path = BENCH) -> str:
-    """bench/fleet.py (or `bench`) run with `args`; its standard output, the run having succeeded."""
-    proc = subprocess.run(
-        [sys.executable, str(bench), *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=os.environ
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout
+def run_bench(*args: str, timeout: float) -> str:
+    return run_bench_script("fleet", *args, timeout=timeout)
 
 
 @pytest.mark.timeout(120)
@@ -58,21 +48,6 @@ def test_a_short_run_of_two_robots_prints_every_row() -> None:
         assert line is not None and len(line[len(row) :].split()) == 1, f"missing {row!r} in:\n{out}"
     assert "WARNING" not in out, out
     assert "scaling efficiency 1 -> 4 robots: n/a (needs sizes 1 and 4)" in out
-
-
-@functools.cache
-def load(name: str) -> ModuleType:
-    """bench/<name>.py as a module (bench modules import their neighbours by name)."""
-    sys.path.insert(0, str(BENCH.parent))
-    try:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH.parent / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look their module up there
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH.parent))
 
 
 def test_ack_latency_counts_the_ends_in_the_window_and_those_never_receipted() -> None:

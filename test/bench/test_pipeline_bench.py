@@ -3,8 +3,6 @@ prints every row and target line (the figures themselves are never checked: the 
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 import subprocess
 import sys
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 
 from test.conftest import REPO
+from test.helpers.bench_scripts import load
 from test.sync.loopback import Loopback
 from user.interfaces.episode_events import EpisodeEvent, EpisodeKind, episode_event_to_msg
 
@@ -63,19 +62,9 @@ def test_quick_run_prints_every_row() -> None:
         assert all(f"\n{node} " in section for node in NODES), section
 
 
-@functools.cache
 def load_bench() -> ModuleType:
-    """bench/pipeline.py as a module (it imports its neighbour bench/bringup.py by name)."""
-    sys.path.insert(0, str(BENCH.parent))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_pipeline", BENCH)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look their module up there
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH.parent))
+    """bench/pipeline.py as a module."""
+    return load("pipeline")
 
 
 def end_event(robot: str, episode: int, stamp_s: float, success: bool) -> EpisodeEvent:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from test.bench.test_fleet_bench import load, run_bench
 from test.conftest import REPO
+from test.helpers.bench_scripts import load, run_bench
 
 pytest.importorskip("transformers", reason="the bench's VLA needs the `vla` extra")
 
-BENCH = REPO / "bench" / "rtc.py"
 ROWS = ["episodes ended", "steps in them", "periods held for lack of an action", "  per 100 steps", "chunks played"]
 
 
@@ -39,4 +38,4 @@ def test_a_quick_run_prints_every_row_for_both_modes() -> None:
 
 
 def run_bench_rtc(*args: str, timeout: float) -> str:
-    return run_bench(*args, timeout=timeout, bench=BENCH)
+    return run_bench("rtc", *args, timeout=timeout)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from test.bench.test_fleet_bench import load
+from test.helpers.bench_scripts import load
 
 HEADER = "wall_time,elapsed_s,env_steps,robot_id,episode_id,steps,episode_return,success,interventions,is_demo\n"
 
