@@ -27,7 +27,7 @@ from launch.events.process import ShutdownProcess
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from user.deploy.respawn import NodeLife, Outcome
+from user.deploy.respawn import NodeLife, Outcome, RunCompletion
 from user.deploy.ros_launch import NodeGoneError, RosNodeLaunch, prepare, rviz_command, uses_sim_clock
 
 _log = logging.get_logger("user.launch")
@@ -106,7 +106,8 @@ def _nodes(context, *args, **kwargs):
         LaunchConfiguration("resume").perform(context).lower() == "true",
         search_dirs=[_config_dir()],
     )
-    actions = [action for spec in specs for action in _start(spec, NodeLife(spec.launch))]
+    completion = RunCompletion.of(spec.launch for spec in specs)  # the run ends when every learner completed
+    actions = [action for spec in specs for action in _start(spec, NodeLife(spec.launch, completion))]
     if LaunchConfiguration("rviz").perform(context).lower() == "true":
         command = rviz_command(LaunchConfiguration("rviz_config").perform(context), uses_sim_clock(specs))
         actions.append(ExecuteProcess(cmd=command, name="rviz2", output="screen"))

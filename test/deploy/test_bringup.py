@@ -292,6 +292,31 @@ def test_a_learner_that_reaches_its_stop_after_ends_the_run_cleanly(
     assert (tmp_path / "learner_run" / "checkpoints" / "latest.pt").exists()
 
 
+def test_with_a_learner_per_task_the_run_ends_when_both_learners_completed(
+    bringup: Callable[[Path], Bringup], tmp_path: Path
+) -> None:
+    """Issue 36, item 4: one learner per task. The first learner done leaves the deployment running; the second
+    done ends it, cleanly."""
+    learning = "{mlp: {state_dim: 3, action_dim: 1, hidden: [8]}, algorithm: sac}"
+    learners = "".join(
+        f"  - {{name: learner_{task}, kind: learner, params: {{learner_id: learner_{task}, robots: [{task}_arm], "
+        f"run_dir: {tmp_path}/{task}, weights_topic: /{task}/weights, stats_topic: /{task}/stats, "
+        f"credit_topic: /{task}/credit, learning: {learning}, stop_after: {{wall_time_s: {after}}}}}}}\n"
+        for task, after in (("a", 1.0), ("b", 6.0))
+    )
+    run = bringup(_deployment(tmp_path, f"tcp/127.0.0.1:{free_port()}", learners))
+    assert run.proc.wait(START_S + 60) == 0, run.text()
+    lines = run.text().splitlines()
+    first = next(i for i, ln in enumerate(lines) if "learner_a exited with code 5 (the run is complete)" in ln)
+    assert lines[first].endswith("the run goes on until learner_b complete too"), lines[first]
+    last = next(i for i, ln in enumerate(lines) if "learner_b exited with code 5 (the run is complete)" in ln)
+    assert lines[last].endswith("stopping the deployment") and first < last, lines[last]
+    stopped = next(i for i, ln in enumerate(lines) if "stopped talker" in ln)
+    assert stopped > last, "\n".join(lines)  # the others ran on after the first task was done
+    for task in ("a", "b"):
+        assert (tmp_path / task / "checkpoints" / "latest.pt").exists()
+
+
 def _talker_in_domain(tmp_path: Path, endpoint: str, domain: str) -> Path:
     path = tmp_path / f"{domain}.yaml"
     path.write_text(

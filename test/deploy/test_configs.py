@@ -2,9 +2,9 @@
 
 Each node's `params` are checked against its kind's `Params` dataclass exactly as the node will read them
 (`from_mapping`, strict: unknown keys, wrong types and failed validation are errors), with `{run_dir}`
-filled in as bringup does. Then the wiring: every robot a node names is a robot of the deployment, learner and
-rollout share one policy, a learner behind a reward node learns from the rewarded topic, and every
-parameter is something the ROS 2 launcher can pass (flat scalars or lists of one scalar type).
+filled in as bringup does. Then the wiring: every robot a node names is a robot of the deployment, a rollout and
+the learner it takes weights from share one policy, a learner behind a reward node learns from the rewarded topic,
+and every parameter is something the ROS 2 launcher can pass (flat scalars or lists of one scalar type).
 """
 
 from __future__ import annotations
@@ -58,10 +58,11 @@ def test_nodes_fit_together(path: Path, tmp_path: Path) -> None:
         assert named <= robots, f"{path.name}: node {name!r} names robots {sorted(named - robots)} that no node runs"
     learners = [p for name, p in params.items() if kinds[name] == "learner"]
     rollouts = [p for name, p in params.items() if kinds[name] == "rollout"]
-    for learner in learners:
-        for rollout in rollouts:
-            assert rollout.learning == learner.learning, f"{path.name}: rollout and learner policies differ"
-            assert rollout.weights_topic == learner.weights_topic
+    for rollout in rollouts:  # its learner: the one it takes weights from (one learner per task), else the only one
+        mine = [p for p in learners if len(learners) == 1 or p.learner_id == rollout.weights_publisher]
+        assert len(mine) == 1, f"{path.name}: a rollout takes weights from no learner of the deployment"
+        assert rollout.learning == mine[0].learning, f"{path.name}: rollout and learner policies differ"
+        assert rollout.weights_topic == mine[0].weights_topic
     rewarded = {p.robot_id for name, p in params.items() if kinds[name] == "reward" and not p.output_topic}
     for learner in learners:
         behind = rewarded & set(learner.robots)

@@ -11,7 +11,7 @@ import pytest
 
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import load
-from user.deploy.respawn import NodeLife, Outcome, Verdict, describe_exit
+from user.deploy.respawn import NodeLife, Outcome, RunCompletion, Verdict, describe_exit
 
 
 def _launch(tmp_path: Path, settings: str = "") -> NodeLaunch:
@@ -188,3 +188,28 @@ def test_a_completed_run_stops_the_deployment_and_is_never_respawned(tmp_path: P
         "arm exited with code 5 (the run is complete): 2 episodes stored (stop_after.episodes 2); "
         "stopping the deployment"
     )
+
+
+def test_with_a_learner_per_task_the_run_is_complete_when_every_learner_is(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.yaml"
+    path.write_text(
+        "name: x\nnodes:\n"
+        "  - {name: learner_a, kind: learner, respawn: true}\n"
+        "  - {name: learner_b, kind: learner, respawn: true}\n"
+        "  - {name: arm, kind: talker}\n"
+    )
+    found = launches(load(path))
+    completion = RunCompletion.of(found)
+    assert completion.learners == ["learner_a", "learner_b"]
+    lives = {launch.name: NodeLife(launch, completion) for launch in found}
+    for life in lives.values():
+        life.started(0.0)
+    first = lives["learner_a"].exited(5, "success 0.80 (stop_after.success_rate 0.8)", 9.0)
+    assert first.outcome is Outcome.FINISHED and not first.stops_deployment and lives["learner_a"].respawns == 0
+    assert first.line == (
+        "learner_a exited with code 5 (the run is complete): success 0.80 (stop_after.success_rate 0.8); "
+        "the run goes on until learner_b complete too"
+    )
+    last = lives["learner_b"].exited(5, "", 20.0)
+    assert last.outcome is Outcome.COMPLETE and last.stops_deployment
+    assert last.line == "learner_b exited with code 5 (the run is complete); stopping the deployment"

@@ -76,3 +76,20 @@ def test_the_buffer_decides_when_no_id_was_saved_and_a_damaged_saved_id_is_repor
     assert _first_ids(resumed) == {"left": 4, "right": None, "stranger": 7}  # stranger: saved, nothing stored
     assert any("right" in r.getMessage() and "unreadable" in r.getMessage() for r in caplog.records)
     assert not list(state.glob("left*"))  # reading the saved ids creates nothing
+
+
+def test_with_a_learner_per_task_each_robot_continues_after_its_own_learners_buffer(tmp_path: Path) -> None:
+    run, state = tmp_path / "run", tmp_path / "run" / "robots"
+    _store(run / "peg", "left", range(5))
+    _store(run / "button", "right", range(2))
+    robot = {"driver": "sim_franka", "state_dir": str(state)}
+    deployment = Deployment(
+        name="tasks",
+        nodes=[
+            NodeConfig(name="learner_peg", kind="learner", params={"robots": ["left"], "run_dir": f"{run}/peg"}),
+            NodeConfig(name="learner_button", kind="learner", params={"robots": ["right"], "run_dir": f"{run}/button"}),
+            NodeConfig(name="left", kind="robot", params={"robot_id": "left", **robot}),
+            NodeConfig(name="right", kind="robot", params={"robot_id": "right", **robot}),
+        ],
+    )
+    assert _first_ids(continue_episode_ids(deployment, run)) == {"left": 5, "right": 2}

@@ -78,7 +78,10 @@ def test_observation_state_layout_and_privileged_roundtrip(robot: SimFrankaRobot
     loop = _loop(robot, FakeClock())
     obs, _ = loop.reset()
     assert obs.state_names[: len(ARM_NAMES)] == ARM_NAMES
-    assert [n for n in obs.state_names if n.startswith("extra/")] == [f"extra/target_color/{i}" for i in range(3)]
+    assert [n for n in obs.state_names if n.startswith("extra/")] == [
+        *(f"extra/target_color/{i}" for i in range(3)),
+        *(f"extra/tool_to_target/{i}" for i in range(3)),
+    ]
     arm, state = arm_and_task_state(obs.state, obs.state_names)
     truth = robot.task_state()
     np.testing.assert_allclose(arm.tcp_pose, robot.state().tcp_pose, atol=1e-6)

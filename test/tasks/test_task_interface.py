@@ -139,3 +139,19 @@ def test_peg_reward_is_a_cost_and_extras_give_the_scaled_tool_to_hole_offset(
     assert list(extras) == ["tool_to_hole"]
     expected = (np.asarray(state.values["hole_top"]) - arm.tcp_pose[:3]) * task.config.observation_scale
     np.testing.assert_allclose(extras["tool_to_hole"], expected, atol=1e-4)
+
+
+def test_button_press_tells_a_state_policy_where_its_target_is(robots: dict[str, SimFrankaRobot]) -> None:
+    """Without the target's place a policy from state cannot know where the drawn row is (it never learned)."""
+    robot = robots["button_press"]
+    task = robot.task
+    assert isinstance(task, ButtonPress)
+    arm = robot.reset(3)
+    state = robot.task_state()
+    cap = np.asarray(state.values["caps"])[int(np.argmax(state.values["target_onehot"]))]
+    offset = robot.observation_extras()["tool_to_target"]
+    np.testing.assert_allclose(offset, (cap - arm.tcp_pose[:3]) * task.config.observation_scale, atol=1e-4)
+    start = float(np.linalg.norm(offset))
+    for _ in range(15):
+        arm = robot.step(task.scripted_expert(arm, robot.task_state())).state
+    assert float(np.linalg.norm(robot.observation_extras()["tool_to_target"])) < 0.5 * start

@@ -9,7 +9,9 @@ respawn it, it finished, or it is gone for good.
   once a day is not given up after its fifth day;
 - a node that did not report running within `start_timeout_s` is stopped by its launcher, and that exit counts
   as a failure whatever its code;
-- gone for good: a `required` node stops the deployment (which then exits non-zero), an optional one does not.
+- gone for good: a `required` node stops the deployment (which then exits non-zero), an optional one does not;
+- the run is complete (a learner met its `stop_after`): the deployment stops, cleanly, once every learner it
+  started is complete (`RunCompletion`: with one learner per task, a task that is done waits for the others).
 
 Every verdict carries one console line naming the node, its exit and, when the node gave one, its reason.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import signal
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from user.deploy.commands import NodeLaunch
@@ -69,11 +72,30 @@ def describe_exit(code: int | None) -> str:
     return f"code {code} ({meaning})" if meaning else f"code {code}"
 
 
+class RunCompletion:
+    """Which of the learners a launcher started have completed their run; the deployment's run is complete when
+    all have (shared by the `NodeLife` of every node of one launcher)."""
+
+    def __init__(self, learners: Iterable[str]) -> None:
+        self.learners = list(learners)
+        self.complete: set[str] = set()
+
+    @classmethod
+    def of(cls, launches: Iterable[NodeLaunch]) -> RunCompletion:
+        return cls(launch.name for launch in launches if launch.kind == "learner")
+
+    def completed(self, name: str) -> list[str]:
+        """Note that `name` completed its run; the learners still running (empty: the whole run is complete)."""
+        self.complete.add(name)
+        return [learner for learner in self.learners if learner not in self.complete]
+
+
 class NodeLife:
     """One node across its restarts: when it started, whether it reported running, how often it was respawned."""
 
-    def __init__(self, launch: NodeLaunch) -> None:
+    def __init__(self, launch: NodeLaunch, completion: RunCompletion | None = None) -> None:
         self.launch = launch
+        self.completion = completion  # None: a complete run stops the deployment at once
         self.respawns = 0  # respawns since the count was last reset
         self.started_at: float | None = None
         self.running = False  # reported running since its last start
@@ -116,6 +138,9 @@ class NodeLife:
         if reason:
             what += f": {reason}"
         if code == EXIT_RUN_COMPLETE:
+            waiting = self.completion.completed(self.launch.name) if self.completion is not None else []
+            if waiting:  # its task is done; the deployment runs on for the others
+                return Verdict(Outcome.FINISHED, f"{what}; the run goes on until {', '.join(waiting)} complete too")
             return Verdict(Outcome.COMPLETE, f"{what}; stopping the deployment", stops_deployment=True)
         if code == EXIT_CONFIG_ERROR:
             return self._gone(f"{what}; not respawned: the same configuration fails the same way")

@@ -21,6 +21,7 @@ from user.bus.ros_params import encode
 from user.config.strict import ConfigError
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment, load, resolve_path
+from user.deploy.node_params import check_node_params
 from user.deploy.respawn import NodeLife
 from user.deploy.run_dir import bind, continue_episode_ids, fresh_run_dir, save
 from user.distributed.ranks import torchrun_command
@@ -137,6 +138,7 @@ def prepare(config: str, run_dir: str, resume: bool, search_dirs: list[str | Pat
     if resume:
         bound = continue_episode_ids(bound, run_path)
     log_dir = Path(bound.log_dir)
+    check_node_params(bound, path)  # every node's settings, then the nodes against each other (learners apart)
     try:
         nodes = ros_launches(bound, log_dir)
     except ConfigError as exc:  # a node's settings: say which file they came from (no run directory is made)

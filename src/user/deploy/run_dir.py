@@ -73,7 +73,10 @@ def save(deployment: Deployment, run_dir: Path) -> Path:
 def continue_episode_ids(deployment: Deployment, run_dir: Path) -> Deployment:
     """Robots start after their highest episode id stored in the run's buffer, or at the id they saved in their
     `state_dir` when that is larger (neither: unchanged); each robot's first id is logged once."""
-    stored = _stored_last_ids(run_dir / BUFFER_DIR)
+    stored: dict[str, int] = {}
+    for buffer_dir in buffer_dirs(deployment, run_dir):
+        for robot, last in _stored_last_ids(buffer_dir).items():
+            stored[robot] = max(last, stored.get(robot, last))
     nodes: list[NodeConfig] = []
     for node in deployment.nodes:
         robot_id = node.params.get("robot_id")
@@ -84,6 +87,17 @@ def continue_episode_ids(deployment: Deployment, run_dir: Path) -> Deployment:
         nodes.append(dataclasses.replace(node, params={**node.params, "first_episode_id": first}))
         _log.info("%s continues at episode %d", robot_id, first)
     return dataclasses.replace(deployment, nodes=nodes)
+
+
+def buffer_dirs(deployment: Deployment, run_dir: Path) -> list[Path]:
+    """The buffers of a (bound) deployment's run: the run directory's own, and every learner's under its `run_dir`
+    (one learner per task: {run_dir}/<task>/buffer)."""
+    found = [run_dir / BUFFER_DIR]
+    for node in deployment.nodes:
+        own = node.params.get("run_dir") if node.kind == "learner" else None
+        if isinstance(own, str) and own and Path(own) / BUFFER_DIR not in found:
+            found.append(Path(own) / BUFFER_DIR)
+    return found
 
 
 def _stored_last_ids(buffer_dir: Path) -> dict[str, int]:

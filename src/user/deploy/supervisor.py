@@ -27,7 +27,7 @@ from user.bus.zenoh_config import ENV_CONFIG
 from user.deploy.child import Child
 from user.deploy.commands import NodeLaunch, launches
 from user.deploy.deployment import Deployment
-from user.deploy.respawn import NodeLife, Outcome
+from user.deploy.respawn import NodeLife, Outcome, RunCompletion
 from user.deploy.site_env import node_env, router_config
 from user.deploy.sites import SINGLE_SITE, Site
 from user.runtime.status import ENV_STATUS_FILE, RUNNING
@@ -116,7 +116,7 @@ class Supervisor:
             argv += ["--connect", endpoint]
         return argv
 
-    def _child(self, launch: NodeLaunch, site: Site) -> Child:
+    def _child(self, launch: NodeLaunch, site: Site, completion: RunCompletion) -> Child:
         status = self.log_dir / f"{launch.name}.status"
         where = node_env(self.deployment, site, launch.name, self.log_dir / ZENOH_DIR)
         return Child(
@@ -125,7 +125,7 @@ class Supervisor:
             env=self._env({**launch.env, **where, ENV_STATUS_FILE: str(status)}),
             log_path=self.log_dir / f"{launch.name}.log",
             status_path=status,
-            life=NodeLife(launch),
+            life=NodeLife(launch, completion),
             screen=launch.output == "screen",
             shutdown_timeout_s=launch.shutdown_timeout_s,
         )
@@ -144,12 +144,12 @@ class Supervisor:
                 return
         here = {site.name: site for site in self.sites}
         site_of = {node.name: node.site for node in self.deployment.nodes}
-        for launch in launches(self.deployment):
+        mine = [launch for launch in launches(self.deployment) if site_of[launch.name] in here]  # not other hosts'
+        completion = RunCompletion.of(mine)
+        for launch in mine:
             if self.stop_event.is_set():  # Ctrl-C while starting: start no more
                 return
-            if site_of[launch.name] not in here:
-                continue  # another host's share of the deployment
-            child = self._child(launch, here[site_of[launch.name]])
+            child = self._child(launch, here[site_of[launch.name]], completion)
             self._start(child)
             self.children.append(child)
 

@@ -16,11 +16,13 @@ from user.report.plots import (
     png,
     pyplot,
 )
+from user.report.tasks import tasks_png
 
 CURVES = "curves"
 ROBOTS = "robots"
 TIMING = "timing"
 BUFFER = "buffer"
+TASKS = "tasks"
 
 
 def curves_png(data: ReportData) -> bytes:
@@ -66,6 +68,8 @@ def buffer_png(data: ReportData) -> bytes:
 def section_figures(data: ReportData) -> dict[str, bytes]:
     """Section name -> its PNG, for the sections with data. PlotsUnavailableError without matplotlib."""
     figures: dict[str, bytes] = {}
+    if data.tasks:
+        figures[TASKS] = tasks_png(data)
     if data.curves.series:
         figures[CURVES] = curves_png(data)
     if any(r.online_episodes for r in data.rates):

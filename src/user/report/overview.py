@@ -3,10 +3,10 @@ the PNG summary's header show the same ones)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from user.learner.run_log import Curves, curves
-from user.report.run_dir import RunData
+from user.report.run_dir import RunData, load_run
 from user.report.series import Interventions, RobotRates, Timing, interventions, robot_rates, timing
 
 
@@ -17,12 +17,14 @@ class ReportData:
     rates: list[RobotRates]
     timing: Timing
     interventions: Interventions  # each online episode's intervened steps, in stored order
+    tasks: list[ReportData] = field(default_factory=list)  # one learner per task: each task's run (`task_dirs`)
 
 
 def report_data(run: RunData) -> ReportData:
     rows = run.episodes.rows
+    tasks = [report_data(load_run(path, run)) for path in run.task_dirs]
     return ReportData(
-        run, curves(rows), robot_rates(rows), timing(run.progress.rows, run.run_start), interventions(rows)
+        run, curves(rows), robot_rates(rows), timing(run.progress.rows, run.run_start), interventions(rows), tasks
     )
 
 

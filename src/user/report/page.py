@@ -1,6 +1,7 @@
 """The report as one self-contained HTML page: plots inlined as base64 PNG, styles inline, no script, font or
 external URL; every text from the run directory HTML-escaped. Sections (their ids): overview, missing,
-learning-curves, robots, pipeline, buffer, nodes, configuration."""
+learning-curves, robots, pipeline, buffer, nodes, configuration; a deployment with one learner per task: missing,
+tasks (each task's figures and curves, a link to its own report), nodes, configuration."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import base64
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from user.report.figures import BUFFER, CURVES, ROBOTS, TIMING
+from user.report.figures import BUFFER, CURVES, ROBOTS, TASKS, TIMING
 from user.report.overview import TREND_EPISODES, ReportData, intervention_trend, key_figures, mib, percent
+from user.report.tasks import SUCCESS_TARGET, task_figures
 
 NOT_RECORDED = (
     "Not recorded by the run, so not shown: the learner's time split into waiting for, sampling and updating on "
@@ -199,19 +201,74 @@ def _configuration(data: ReportData) -> str:
     return section("configuration", "Configuration (deployment.yaml)", body)
 
 
-def render(data: ReportData, figures: Mapping[str, bytes], plots_note: str | None = None) -> str:
-    """The whole page. `figures`: section figures (user.report.figures); `plots_note`: why there are none."""
+def _tasks(data: ReportData, figures: Mapping[str, bytes], links: Mapping[str, str]) -> str:
+    rows = []
+    for task in data.tasks:
+        f = task_figures(task)
+        rows.append(
+            (
+                f.task,
+                f.robots,
+                f"{f.online_episodes} online, {f.demo_episodes} demonstrations",
+                percent(f.recent_success),
+                "not reached" if f.reached_s is None else f"{f.reached_s:.0f} s",
+                "-" if f.env_steps is None else f.env_steps,
+                "-" if f.gradient_steps is None else f.gradient_steps,
+            )
+        )
+    head = (
+        "task",
+        "robots",
+        "episodes",
+        f"success (last {data.tasks[0].curves.window} online)",
+        f"time to {SUCCESS_TARGET:.0%} success",
+        "transitions received",
+        "gradient steps",
+    )
+    about = (
+        "One learner per task, each with its own run directory. Time to success: from the task's learner start to "
+        f"the first online episode after which its last {data.tasks[0].curves.window} online episodes succeeded at "
+        f"{SUCCESS_TARGET:.0%} or more."
+    )
+    reports = "".join(
+        f'<li><a href="{escape(links[t.run.name])}">{escape(t.run.name)}</a></li>'
+        for t in data.tasks
+        if t.run.name in links
+    )
+    plot = _figure(figures, TASKS, "success and return per task", "No online episode in any task.")
+    parts = [note(about), table(head, rows), plot]
+    if reports:
+        parts.append(f"<p>Each task's own report (curves per robot, learner, buffer):</p><ul>{reports}</ul>")
+    return section("tasks", "Tasks", *parts)
+
+
+def render(
+    data: ReportData,
+    figures: Mapping[str, bytes],
+    plots_note: str | None = None,
+    task_links: Mapping[str, str] | None = None,
+) -> str:
+    """The whole page. `figures`: section figures (user.report.figures); `plots_note`: why there are none;
+    `task_links`: task name -> the address of its own report, relative to this page."""
     title = f"Run report: {data.run.name}"
-    parts = [
-        _overview(data),
-        _missing(data, plots_note),
-        _curves(data, figures),
-        _robots(data, figures),
-        _pipeline(data, figures),
-        _buffer(data, figures),
-        _nodes(data),
-        _configuration(data),
-    ]
+    if data.tasks:
+        parts = [
+            _missing(data, plots_note),
+            _tasks(data, figures, task_links or {}),
+            _nodes(data),
+            _configuration(data),
+        ]
+    else:
+        parts = [
+            _overview(data),
+            _missing(data, plots_note),
+            _curves(data, figures),
+            _robots(data, figures),
+            _pipeline(data, figures),
+            _buffer(data, figures),
+            _nodes(data),
+            _configuration(data),
+        ]
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
         f"<style>{STYLE}</style></head>\n<body><h1>{escape(title)}</h1>\n"

@@ -2,7 +2,11 @@
 
 Every piece is optional: a run that crashed early has no progress rows, a learner-less deployment has no buffer.
 What is missing or cannot be read becomes one line in `RunData.notes` that the report shows; only a path that is
-not a run directory at all raises (NotARunDirectoryError, naming what was expected)."""
+not a run directory at all raises (NotARunDirectoryError, naming what was expected).
+
+A deployment with one learner per task (`config/multi_task.yaml`) has each learner's files in a sub-directory of
+the run directory ({run_dir}/<task>: progress.csv, episodes.csv, buffer/, checkpoints/): those are the run's
+`task_dirs`, each loaded as a run of its own with the deployment's configuration and nodes."""
 
 from __future__ import annotations
 
@@ -59,6 +63,7 @@ class RunData:
     nodes: list[NodeState] = field(default_factory=list)
     checkpoints: list[FileSize] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what is missing or unreadable, one line each
+    task_dirs: list[Path] = field(default_factory=list)  # one learner per task: each learner's run directory
 
     @property
     def name(self) -> str:
@@ -85,21 +90,36 @@ def check_run_dir(path: Path) -> None:
         )
 
 
-def load_run(path: Path) -> RunData:
-    """Everything the report shows of the run directory at `path`."""
+def load_run(path: Path, deployment: RunData | None = None) -> RunData:
+    """Everything the report shows of the run directory at `path`; `deployment`: the run whose task directory
+    `path` is (its configuration and nodes are the task's)."""
     check_run_dir(path)
     run = RunData(path, read_episodes(path), read_progress(path))
-    for table, what in ((run.episodes, "episode"), (run.progress, "learner progress")):
-        if not table.present:
-            run.notes.append(f"{table.path.name} is missing: no {what} rows (did the learner start?)")
-        elif not table.rows and not table.problems:
-            run.notes.append(f"{table.path.name} has no rows yet: no {what} was recorded")
-        run.notes.extend(table.problems)
-    run.config_text = _config_text(path / DEPLOYMENT, run.notes)
-    run.buffer = _buffer(path / "buffer", run.notes)
-    run.nodes = _nodes(path / "logs", run.notes)
-    run.checkpoints = _checkpoints(path / "checkpoints", run.notes)
+    run.task_dirs = task_dirs(path) if deployment is None else []
+    if not run.task_dirs:  # a learner's own files: each one missing is said
+        for table, what in ((run.episodes, "episode"), (run.progress, "learner progress")):
+            if not table.present:
+                run.notes.append(f"{table.path.name} is missing: no {what} rows (did the learner start?)")
+            elif not table.rows and not table.problems:
+                run.notes.append(f"{table.path.name} has no rows yet: no {what} was recorded")
+            run.notes.extend(table.problems)
+        run.buffer = _buffer(path / "buffer", run.notes)
+        run.checkpoints = _checkpoints(path / "checkpoints", run.notes)
+    if deployment is None:
+        run.config_text = _config_text(path / DEPLOYMENT, run.notes)
+        run.nodes = _nodes(path / "logs", run.notes)
+    else:
+        run.config_text, run.nodes = deployment.config_text, deployment.nodes
     return run
+
+
+def task_dirs(path: Path) -> list[Path]:
+    """The sub-directories of `path` a learner writes its progress into (one learner per task), by name."""
+    try:
+        children = sorted(child for child in path.iterdir() if child.is_dir())
+    except OSError:
+        return []
+    return [child for child in children if (child / PROGRESS_CSV).is_file() or (child / EPISODES_CSV).is_file()]
 
 
 def _config_text(path: Path, notes: list[str]) -> str | None:

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from user.report.errors import PlotsUnavailableError
-from user.report.figures import section_figures
-from user.report.overview import report_data
+from user.report.figures import TASKS, section_figures
+from user.report.overview import ReportData, report_data
 from user.report.page import render
 from user.report.plots import pyplot
 from user.report.run_dir import load_run
@@ -34,9 +34,21 @@ def default_out(run_dir: Path) -> Path:
 def write_report(run_dir: Path, out: Path | None = None) -> ReportFiles:
     """Write the HTML report of `run_dir` to `out` (default RUN_DIR/report.html) and the summary PNG beside it
     (same name, .png). NotARunDirectoryError when `run_dir` is not a run directory; OSError when `out` cannot be
-    written. Anything missing from the run directory is said in the report."""
+    written. Anything missing from the run directory is said in the report. A deployment with one learner per
+    task also gets each task's own report in its task directory (<task>/report.html), linked from this one."""
     html_path = default_out(run_dir) if out is None else out
     data = report_data(load_run(run_dir))
+    links: dict[str, str] = {}
+    notes: list[str] = []
+    for task in data.tasks:
+        written = _write(task, default_out(task.run.path))
+        links[task.run.name] = os.path.relpath(written.html, html_path.parent)
+        notes += [f"{task.run.name}: {line}" for line in written.notes]
+    written = _write(data, html_path, links)
+    return ReportFiles(written.html, written.png, written.notes + notes)
+
+
+def _write(data: ReportData, html_path: Path, task_links: dict[str, str] | None = None) -> ReportFiles:
     plots_note: str | None = None
     try:
         pyplot()  # the page says so when there will be no plots, even where this run has nothing to draw
@@ -44,13 +56,16 @@ def write_report(run_dir: Path, out: Path | None = None) -> ReportFiles:
     except PlotsUnavailableError as exc:
         figures, plots_note = {}, str(exc)
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    _write_text(html_path, render(data, figures, plots_note))
-    png_path: Path | None
-    try:
-        png_path = write_summary(data, html_path.with_suffix(".png"))
-    except PlotsUnavailableError as exc:
-        _log.warning("%s", exc)
-        png_path = None
+    _write_text(html_path, render(data, figures, plots_note, task_links))
+    png_path: Path | None = html_path.with_suffix(".png")
+    if TASKS in figures:  # the tasks side by side are the summary of a run of several tasks
+        html_path.with_suffix(".png").write_bytes(figures[TASKS])
+    else:
+        try:
+            png_path = write_summary(data, html_path.with_suffix(".png"))
+        except PlotsUnavailableError as exc:
+            _log.warning("%s", exc)
+            png_path = None
     notes = list(data.run.notes) + ([plots_note] if plots_note else [])
     return ReportFiles(html_path, png_path, notes)
 

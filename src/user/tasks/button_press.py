@@ -1,9 +1,11 @@
 """Multi-colour button press: three buttons (red, green, blue) in a row; press the one the observation names.
 
 Each episode draws the row's position, the order of the colours along it and the target colour, given to
-the policy as a one-hot `target_color` (red, green, blue). Reward: 1 - tanh(d / reward_scale), d = distance
-from the tool to the target button's cap. Success: the target cap is pressed by `press_depth`; pressing
-another button first fails the episode.
+the policy as a one-hot `target_color` (red, green, blue), with `tool_to_target`, the target cap's top minus the
+tool position (base frame) times `observation_scale`, as peg insertion gives its hole (a real cell computes it from
+the arm's forward kinematics and the buttons' known places; without it a policy from state cannot know where the
+drawn row is). Reward: 1 - tanh(d / reward_scale), d = distance from the tool to the target button's cap.
+Success: the target cap is pressed by `press_depth`; pressing another button first fails the episode.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class ButtonPressConfig:
     )
     reward_scale: float = setting(0.1, "distance (m) at which the dense reward falls to 1 - tanh(1)", min=1e-4)
     max_steps: int = setting(60, "episode length limit, steps", min=1)
+    observation_scale: float = setting(50.0, "tool_to_target extra = (target cap top - tool position) * this", min=1e-6)
 
 
 class ButtonPress(Task):
@@ -95,7 +98,8 @@ class ButtonPress(Task):
         depths = np.array([-world.joint_position(f"{button_body(c)}_joint") for c in COLOURS])
         caps = np.array([world.body_position(button_body(c)) + np.array([0.0, 0.0, CAP_TOP]) for c in COLOURS])
         onehot = np.eye(len(COLOURS))[self._target]
-        return TaskState(values={"depths": depths, "caps": caps, "target_onehot": onehot})
+        to_target = caps[self._target] - world.tcp_pose()[:3]
+        return TaskState(values={"depths": depths, "caps": caps, "target_onehot": onehot, "tool_to_target": to_target})
 
     def _target_index(self, state: TaskState) -> int:
         return int(np.argmax(state.values["target_onehot"]))
@@ -116,7 +120,11 @@ class ButtonPress(Task):
         return bool(np.any(pressed))
 
     def observation_extras(self, state: TaskState) -> dict[str, npt.NDArray[np.float32]]:
-        return {"target_color": np.asarray(state.values["target_onehot"], dtype=np.float32)}
+        offset = np.asarray(state.values["tool_to_target"]) * self.config.observation_scale
+        return {
+            "target_color": np.asarray(state.values["target_onehot"], dtype=np.float32),
+            "tool_to_target": offset.astype(np.float32),
+        }
 
     def expert_path(self, arm: ArmState, state: TaskState) -> ExpertPath:
         """The tool centre: to the safe height over the target cap, then down through the cap's travel."""
