@@ -58,9 +58,26 @@ def test_start_is_not_a_success_and_reward_is_bounded(task: str, robots: dict[st
         state = robot.task_state()
         assert not robot.task.success(arm, state)
         assert not robot.task.failure(arm, state)
-        assert -1.0 <= robot.task.reward(arm, state) <= 1.0  # peg insertion's is a cost in (-1, 0]
+        assert -1.0 < robot.task.reward(arm, state) <= 0.0  # every task's is a cost in (-1, 0]
         for value in robot.task.observation_extras(state).values():
             assert value.dtype == np.float32 and np.all(np.isfinite(value))
+
+
+@pytest.mark.parametrize("task", ["peg_insertion", "pick_place", "button_press"])
+def test_ending_the_episode_by_succeeding_is_always_best(task: str, robots: dict[str, SimFrankaRobot]) -> None:
+    """A cost at every step of the expert's way (a positive reward paid a learned button presser to hover over the
+    cap for the whole episode rather than press it and end)."""
+    robot = robots[task]
+    assert robot.task is not None
+    arm = robot.reset(5)
+    for _ in range(robot.task.max_steps):
+        state = robot.task_state()
+        assert robot.task.reward(arm, state) <= 0.0
+        if robot.task.success(arm, state):
+            break
+        arm = robot.step(robot.task.scripted_expert(arm, state)).state
+    else:
+        pytest.fail(f"{task}: the expert did not succeed within {robot.task.max_steps} steps")
 
 
 @pytest.mark.parametrize("task", ["peg_insertion", "pick_place", "button_press"])

@@ -4,7 +4,9 @@ Each episode draws the row's position, the order of the colours along it and the
 the policy as a one-hot `target_color` (red, green, blue), with `tool_to_target`, the target cap's top minus the
 tool position (base frame) times `observation_scale`, as peg insertion gives its hole (a real cell computes it from
 the arm's forward kinematics and the buttons' known places; without it a policy from state cannot know where the
-drawn row is). Reward: 1 - tanh(d / reward_scale), d = distance from the tool to the target button's cap.
+drawn row is). Reward: the shaped cost -tanh(d / reward_scale) (in (-1, 0]), d = distance from the tool to the
+target button's cap: a cost, as peg insertion's, so that ending the episode by succeeding is always best (with the
+former 1 - tanh a learned policy hovered a few cm over the cap for the whole episode instead of pressing it).
 Success: the target cap is pressed by `press_depth`; pressing another button first fails the episode.
 """
 
@@ -47,7 +49,7 @@ class ButtonPressConfig:
     start_region: tuple[tuple[float, float], tuple[float, float], tuple[float, float]] = setting(
         ((0.42, 0.55), (-0.12, 0.12), (0.2, 0.3)), "tool start box: (x, y, z) ranges, m"
     )
-    reward_scale: float = setting(0.1, "distance (m) at which the dense reward falls to 1 - tanh(1)", min=1e-4)
+    reward_scale: float = setting(0.1, "distance (m) at which the cost reaches -tanh(1)", min=1e-4)
     max_steps: int = setting(60, "episode length limit, steps", min=1)
     observation_scale: float = setting(50.0, "tool_to_target extra = (target cap top - tool position) * this", min=1e-6)
 
@@ -107,7 +109,7 @@ class ButtonPress(Task):
     def reward(self, arm: ArmState, state: TaskState) -> float:
         cap = np.asarray(state.values["caps"])[self._target_index(state)]
         d = float(np.linalg.norm(arm.tcp_pose[:3] - cap))
-        return float(1.0 - np.tanh(d / self.config.reward_scale))
+        return -float(np.tanh(d / self.config.reward_scale))
 
     def success(self, arm: ArmState, state: TaskState) -> bool:
         del arm

@@ -1,9 +1,10 @@
 """Pick and place: move a cube from one tray to the other.
 
 Each episode draws which tray holds the cube, the trays' x positions, the cube's place and yaw in its
-tray, and the arm's start above the table. Reward: 1 - tanh(d / reward_scale), d = distance from the
-cube to the centre of the target tray's floor (cube resting). Success: the cube rests inside the target
-tray and is not held.
+tray, and the arm's start above the table. Reward: the shaped cost -tanh(d / reward_scale) (in (-1, 0]), d =
+distance from the cube to the centre of the target tray's floor (cube resting): a cost, as peg insertion's, so that
+ending the episode by succeeding is always best (a positive reward pays a policy to linger near the goal).
+Success: the cube rests inside the target tray and is not held.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class PickPlaceConfig:
     start_region: tuple[tuple[float, float], tuple[float, float], tuple[float, float]] = setting(
         ((0.42, 0.55), (-0.08, 0.08), (0.22, 0.3)), "tool start box: (x, y, z) ranges, m"
     )
-    reward_scale: float = setting(0.1, "distance (m) at which the dense reward falls to 1 - tanh(1)", min=1e-4)
+    reward_scale: float = setting(0.1, "distance (m) at which the cost reaches -tanh(1)", min=1e-4)
     max_steps: int = setting(120, "episode length limit, steps", min=1)
 
 
@@ -100,7 +101,7 @@ class PickPlace(Task):
     def reward(self, arm: ArmState, state: TaskState) -> float:
         del arm
         d = float(np.linalg.norm(state.objects[CUBE].pose[:3] - np.asarray(state.values["target"])))
-        return float(1.0 - np.tanh(d / self.config.reward_scale))
+        return -float(np.tanh(d / self.config.reward_scale))
 
     def _in_target(self, state: TaskState) -> bool:
         cube, target = state.objects[CUBE].pose[:3], np.asarray(state.values["target"])
