@@ -20,7 +20,7 @@ from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings, session_config
 from user.config.strict import ConfigError, from_mapping
 from user.hardware.announce import Announcer
-from user.hardware.descriptor import ResourceDescriptor
+from user.hardware.descriptor import ResourceDescriptor, ResourceKind
 from user.hardware.registry import Registry
 from user.nodes.bridge import BridgeNode, BridgeParams
 from user.runtime.node import Node
@@ -99,6 +99,46 @@ def test_hardware_on_the_ros_side_is_listed_on_the_zenoh_side(
         announcer.close()
         registry.close()
         cloud.bus.close()
+
+
+def test_a_robot_announced_at_the_site_that_may_join_gets_its_topics_relayed(
+    make_ros_bus: Callable[..., Bus], router_endpoint: str
+) -> None:
+    """Issue 36: joining a running learner through the bridge. Only a robot (not a camera) whose id matches the
+    site's `admit` gets its topics relayed, from its announcement on."""
+    params = {"admit": ["arm_*"], "zenoh_router": [router_endpoint], "domain": "bridged"}
+    node = BridgeNode(make_ros_bus("bridge_admit", params, BridgeParams))
+    ros = make_ros_bus("site_robots")
+    cloud = _zenoh("cloud_admit", router_endpoint)
+    announced: list[Announcer] = []
+    try:
+        ids = ("arm_j", "arm_cam", "x_j")
+        acks = {r: collect(cloud, f"/{r}/episode_events", "user/msg/EpisodeEvent") for r in ids}
+        out = {r: ros.create_publisher(f"/{r}/episode_events", "user/msg/EpisodeEvent") for r in acks}
+        payload = b"\x00\x01\x00\x00event"
+        time.sleep(1.0)
+        for publisher in out.values():
+            publisher.publish(payload)
+        time.sleep(1.0)
+        assert acks["arm_j"] == []  # not yet announced: nothing crosses
+        kinds: tuple[tuple[str, ResourceKind], ...] = (("arm_j", "robot"), ("arm_cam", "camera"), ("x_j", "robot"))
+        for robot_id, kind in kinds:
+            announced.append(Announcer(make_ros_bus(f"{robot_id}_announcer"), ResourceDescriptor(robot_id, kind)))
+
+        def crossed() -> bool:
+            for publisher in out.values():
+                publisher.publish(payload)
+            return bool(acks["arm_j"])
+
+        assert wait_until(crossed, 20.0, 0.2), node.counts()
+        time.sleep(1.0)
+        assert acks["arm_cam"] == [] and acks["x_j"] == []  # a camera matching admit's pattern, a robot not matching
+        assert "/arm_j/transitions" in node.counts() and "/arm_j/episode_acks" in node.counts()
+    finally:
+        for announcer in announced:
+            announcer.close()
+        cloud.close()
+        node.destroy()
 
 
 @pytest.mark.parametrize(

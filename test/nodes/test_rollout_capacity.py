@@ -53,3 +53,31 @@ def test_the_second_robot_waits_told_why_until_the_first_leaves(
     second.destroy()
     lines = [r.getMessage() for r in caplog.records if r.name == rollout.log.name and "cap_b waits" in r.getMessage()]
     assert len(lines) == 1, lines
+
+
+def test_two_rollouts_sharing_a_fleet_serve_each_robot_once_and_take_over_one_whose_rollout_is_gone(
+    nodes: Callable[..., Any], make_bus: Callable[..., ZenohBus]
+) -> None:
+    """Several rollouts (issue 36, item 3): each robot served by exactly one; when it is gone, the other takes over."""
+    from user.nodes.robot import RobotNode
+    from user.nodes.rollout import RolloutNode
+
+    params = {"admit": ["cap_*"], "leave_after_s": 0.5, "learning": LEARNING, "wait_for_weights": False}
+    first = nodes(RolloutNode, "rollout_a", params)
+    second = nodes(RolloutNode, "rollout_b", params)
+    arm = started(RobotNode(make_bus("cap_s", _gym("cap_s"))))
+    try:
+        assert wait_until(lambda: (arm.loop.observation.step or 0) > 10, 30.0)  # type: ignore[union-attr]
+        serving = [r for r in (first, second) if r.fleet.roster.joined == ["cap_s"]]
+        assert len(serving) == 1, [r.fleet.roster.joined for r in (first, second)]
+        (holder,) = serving
+        other = second if holder is first else first
+        assert arm.assignment.text == f"served by {holder.name}"
+        assert other.answered == 0 and holder.answered > 10  # the other never acted for it
+        holder.destroy()
+        holder.bus.close()  # its claim goes with its session
+        before = other.answered
+        assert wait_until(lambda: other.answered > before + 10, 30.0), other.fleet.roster.joined
+        assert wait_until(lambda: arm.assignment.text == f"served by {other.name}", 10.0), arm.assignment.text
+    finally:
+        arm.destroy()

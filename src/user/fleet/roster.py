@@ -14,6 +14,10 @@ Scheduling (`Capacity`): a node that can serve only so many robots (`max_robots`
 (`site`), takes an admitted robot that fits only while it can; otherwise the robot waits, told why once (and again
 when the reason changes: `Changes.waiting`), holding, and is taken at the first look after a place frees up (a
 robot left) in the order the robots started waiting. A waiting robot whose announcement goes is forgotten.
+
+Several rollouts sharing one fleet (`Claims`): a robot another rollout holds is not taken (nor told to wait here:
+`Changes.elsewhere`); one this node could serve is claimed first and served once the claim has settled; one it
+serves but another rollout holds by an older claim (they claimed at once) is released at once.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import threading
 from dataclasses import dataclass, field
 
 from user.fleet.admission import Authorisation, Mismatch, PolicySpec
+from user.fleet.claims import Claims
 from user.hardware.descriptor import ResourceDescriptor
 
 
@@ -33,6 +38,7 @@ class Changes:
     joined: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)  # robot -> why it waits (new, or a new reason)
+    elsewhere: dict[str, str] = field(default_factory=dict)  # robot -> the node that serves it (newly seen)
 
 
 @dataclass(frozen=True)
@@ -65,8 +71,11 @@ class Roster:
         leave_after_s: float,
         log: logging.Logger,
         capacity: Capacity | None = None,
+        *,
+        claims: Claims | None = None,
     ) -> None:
         self.rule = rule
+        self.claims = claims  # None: this node serves every robot it admits (a learner, a monitor)
         self.capacity = capacity or Capacity()
         self.spec = spec  # None: no policy to fit (e.g. a monitor)
         self.leave_after_s = leave_after_s
@@ -78,6 +87,7 @@ class Roster:
         self._refused: set[str] = set()  # announced robots refused (until their announcement goes away)
         self._dropped: list[str] = []  # refused by `refuse` since the node last took them
         self._waiting: dict[str, str] = {}  # admitted robots that fit but cannot be served now -> why (in order)
+        self._elsewhere: dict[str, str] = {}  # robots another node holds -> that node
         self._lock = threading.RLock()  # `update` confirms under it
 
     def serves(self, robot_id: str) -> bool:
@@ -123,10 +133,12 @@ class Roster:
                 self._follow(robot_id, robot_id in alive, now, changes)  # who left first: their places free up
             for robot_id in [r for r in self._waiting if r not in alive]:
                 del self._waiting[robot_id]  # gone while waiting: judged afresh when it comes back
+            for robot_id in [r for r in self._elsewhere if r not in alive]:
+                del self._elsewhere[robot_id]
             waited = [r for r in self._waiting if r in alive]  # first come, first served
             for robot_id in waited + sorted(r for r in alive if r not in self._waiting):
                 if robot_id not in self.rule.robots:
-                    self._judge(alive[robot_id], changes)
+                    self._judge(alive[robot_id], changes, now)
             self._refused &= set(alive)  # gone: judged afresh when it announces itself again
         return changes
 
@@ -153,7 +165,7 @@ class Roster:
 
     # ---- one look -------------------------------------------------------------------------------
 
-    def _judge(self, descriptor: ResourceDescriptor, changes: Changes) -> None:
+    def _judge(self, descriptor: ResourceDescriptor, changes: Changes, now: float) -> None:
         robot_id = descriptor.resource_id
         if robot_id in self._joined or robot_id in self._refused:
             return
@@ -168,6 +180,11 @@ class Roster:
                 "refused robot %s: %s does not fit the policy (%s)", robot_id, mismatch.field, mismatch.detail
             )
             return
+        holder = self.claims.holder(robot_id) if self.claims is not None else None
+        if holder is not None:  # another rollout serves it: neither taken nor told to wait here
+            self._waiting.pop(robot_id, None)
+            self._served_elsewhere(robot_id, holder, changes)
+            return
         reason = self.capacity.unmet(descriptor, sorted(self._joined))
         if reason is not None:
             if self._waiting.get(robot_id) != reason:
@@ -175,6 +192,9 @@ class Roster:
                 changes.waiting[robot_id] = reason
                 self.log.warning("robot %s waits: %s; it holds until it can be served", robot_id, reason)
             return
+        if self.claims is not None and self.claims.claim(robot_id, now) is not None:
+            return  # claimed, not settled yet (or an older claim appeared meanwhile: the next look says whose)
+        self._elsewhere.pop(robot_id, None)
         if self._waiting.pop(robot_id, None) is not None:
             self.log.info("robot %s no longer waits: served from now on", robot_id)
         self._joined.add(robot_id)
@@ -183,7 +203,20 @@ class Roster:
         if self.spec is None:  # nothing to fit: joined now
             self.confirm(robot_id)
 
+    def _served_elsewhere(self, robot_id: str, holder: str, changes: Changes) -> None:
+        if self._elsewhere.get(robot_id) == holder:
+            return
+        self._elsewhere[robot_id] = holder
+        changes.elsewhere[robot_id] = holder
+        self.log.info("robot %s is served by %s (its claim is older): not served here", robot_id, holder)
+
     def _follow(self, robot_id: str, announced: bool, now: float, changes: Changes) -> None:
+        holder = self.claims.holder(robot_id) if self.claims is not None else None
+        if holder is not None:  # claimed at about the same time as another rollout, whose claim is older
+            self._forget(robot_id)
+            changes.left.append(robot_id)
+            self._served_elsewhere(robot_id, holder, changes)
+            return
         if announced:
             if self._gone_since.pop(robot_id, None) is not None:
                 self.log.info("robot %s is back before its deadline: still served", robot_id)
@@ -197,6 +230,8 @@ class Roster:
             )
 
     def _forget(self, robot_id: str) -> None:
+        if self.claims is not None:
+            self.claims.release(robot_id)
         self._joined.discard(robot_id)
         self._confirmed.discard(robot_id)
         self._described.pop(robot_id, None)

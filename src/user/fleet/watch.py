@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from user.bus.base import BEST_EFFORT, Handle
 from user.fleet.admission import Authorisation, Mismatch, PolicySpec
+from user.fleet.claims import CLAIM_PREFIX, Claims
 from user.fleet.roster import Capacity, Roster
 from user.hardware.registry import Registry
 from user.interfaces.domain import Observation, Transition, observation_from_msg
@@ -41,9 +42,11 @@ class FleetWatch:
         period_s: float = LOOK_PERIOD_S,
         probe: bool = True,
         wait: Callable[[str, str], object] = lambda robot, reason: None,
+        elsewhere: Callable[[str, str], object] = lambda robot, holder: None,
     ) -> None:
         self.roster = roster
         self._wait = wait  # a robot told to wait, and why
+        self._elsewhere = elsewhere  # a robot another node serves, and which
         self._node = node
         self._probe = probe and roster.spec is not None
         self._probes: dict[str, Handle] = {}  # robot taken in -> its observations, until one fitted
@@ -52,6 +55,8 @@ class FleetWatch:
         self._handles: dict[str, list[Handle]] = {}  # joined robot -> its subscriptions (and publishers)
         self._lock = threading.Lock()  # a look and `close` never run at once (both close handles)
         self._closed = False
+        claims = roster.claims
+        self._claims = node.bus.watch_tokens(CLAIM_PREFIX, claims.seen) if claims is not None else None
         self._timer = node.create_timer(period_s, self.look)
 
     @property
@@ -75,6 +80,8 @@ class FleetWatch:
             self._drop(robot_id)
         for robot_id, reason in changes.waiting.items():
             self._wait(robot_id, reason)
+        for robot_id, holder in changes.elsewhere.items():
+            self._elsewhere(robot_id, holder)
         for robot_id in changes.joined:
             self._open(robot_id)
         for robot_id in [r for r in self._probes if self.roster.confirmed(r)]:
@@ -118,9 +125,13 @@ class FleetWatch:
 
     def close(self) -> None:
         self._timer.close()
+        if self._claims is not None:
+            self._claims.close()
         with self._lock:  # a look running now ends first
             self._closed = True
             self.registry.close()
+            if self.roster.claims is not None:
+                self.roster.claims.close()
             for handles in [*self._handles.values(), list(self._probes.values())]:
                 for handle in handles:
                     handle.close()
@@ -156,12 +167,16 @@ def watch_fleet(
     probe: bool = True,
     capacity: Capacity | None = None,
     wait: Callable[[str, str], object] = lambda robot, reason: None,
+    claim: bool = False,
+    elsewhere: Callable[[str, str], object] = lambda robot, holder: None,
 ) -> FleetWatch | None:
     """The `FleetWatch` of a node with `admit` patterns; None without (its `robots` only, as always). `probe`: read
     a joined robot's observations until one fits (a node that reads them anyway checks them itself); `capacity`:
-    which robots it can serve at once, the others told to `wait`."""
+    which robots it can serve at once, the others told to `wait`; `claim`: share the fleet with other nodes that
+    claim (rollouts: each robot served by one), a robot another serves passed to `elsewhere`."""
     if not params.admit:
         return None
     rule = Authorisation(tuple(params.robots), tuple(params.admit))
-    roster = Roster(rule, spec, params.leave_after_s, node.log, capacity)
-    return FleetWatch(node, roster, join, leave, probe=probe, wait=wait)
+    claims = Claims(node.name, node.bus.declare_token) if claim else None
+    roster = Roster(rule, spec, params.leave_after_s, node.log, capacity, claims=claims)
+    return FleetWatch(node, roster, join, leave, probe=probe, wait=wait, elsewhere=elsewhere)

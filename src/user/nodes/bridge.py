@@ -9,6 +9,11 @@ joiners). For each robot the site names, the topics its learner needs go out (tr
 and the learner's come in (weights, episode receipts, data credit, stats). Hardware announced on the ROS side
 (`@user/hw/...` tokens and their latched descriptors) appears on the Zenoh side while it lives, so a robot on
 the ROS site is in `user hardware list` at the cloud.
+
+Joining at run time: a robot announced on the ROS side whose id matches one of `admit`'s patterns gets the same
+topics relayed from its announcement on, for the bridge's lifetime (a robot that leaves and comes back re-sends its
+outbox over them), so a robot started at the site joins a running learner that admits it. Which robots may cross
+is the site's deployment's to decide, as the learner's `admit` is the cloud's.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from user.bus.base import BEST_EFFORT, LATCHED, RELIABLE, Bus, Handle, QoS
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings
 from user.config.strict import ConfigError, setting
+from user.fleet.admission import Authorisation
 from user.hardware.descriptor import MSG_TYPE as DESCRIPTOR_TYPE
-from user.hardware.keys import TOKEN_PREFIX, descriptor_topic, parse_token_key
+from user.hardware.keys import TOKEN_PREFIX, TokenName, descriptor_topic, parse_token_key
 from user.runtime.node import Node
 from user.sync.chunking import MSG_TYPE as WEIGHT_CHUNK_TYPE
 from user.sync.publisher import REQUEST_TYPE, resend_topic
@@ -54,6 +60,11 @@ def parse_route(entry: str, where: str) -> Route:
 @dataclass
 class BridgeParams:
     robots: list[str] = setting([], "robots of this site: their learner-bound topics go out, the learner's come in")
+    admit: list[str] = setting(
+        [],
+        "glob patterns (e.g. franka_*) of robots announced on this bus whose topics are relayed as the robots "
+        "list's from their announcement on (joining at run time); empty: only the robots list",
+    )
     to_zenoh: list[str] = setting([], "more topics from this bus to Zenoh: 'TOPIC TYPE [reliable|best_effort|latched]'")
     to_ros: list[str] = setting([], "more topics from Zenoh to this bus, the same form")
     weights_topic: str = setting("/policy/weights", "the learner's weights (in, latched) and resend requests (out)")
@@ -73,12 +84,9 @@ class BridgeParams:
         out = [Route(resend_topic(self.weights_topic), REQUEST_TYPE, RELIABLE)]
         inn = [Route(self.weights_topic, WEIGHT_CHUNK_TYPE, WEIGHTS_QOS)]
         for r in self.robots:
-            out += [
-                Route(f"/{r}/transitions", "user/msg/Transition", RELIABLE),
-                Route(f"/{r}/transitions/replay", "user/msg/Transition", RELIABLE),
-                Route(f"/{r}/episode_events", "user/msg/EpisodeEvent", RELIABLE),
-            ]
-            inn.append(Route(f"/{r}/episode_acks", "user/msg/EpisodeAck", RELIABLE))
+            robot_out, robot_in = robot_routes(r)
+            out += robot_out
+            inn += robot_in
         if self.credit_topic:
             inn.append(Route(self.credit_topic, "user/msg/DataCredit", BEST_EFFORT))
         if self.stats_topic:
@@ -89,6 +97,16 @@ class BridgeParams:
         if both:
             raise ConfigError(f"to_zenoh/to_ros: {', '.join(both)} in both directions would loop; choose one")
         return out, inn
+
+
+def robot_routes(robot: str) -> tuple[list[Route], list[Route]]:
+    """(to Zenoh, to ROS) of one robot: its transitions (live and re-sent) and episode events out, its receipts in."""
+    out = [
+        Route(f"/{robot}/transitions", "user/msg/Transition", RELIABLE),
+        Route(f"/{robot}/transitions/replay", "user/msg/Transition", RELIABLE),
+        Route(f"/{robot}/episode_events", "user/msg/EpisodeEvent", RELIABLE),
+    ]
+    return out, [Route(f"/{robot}/episode_acks", "user/msg/EpisodeAck", RELIABLE)]
 
 
 class Relay:
@@ -124,7 +142,11 @@ class BridgeNode(Node):
         self.zenoh = ZenohBus(f"{self.name}_zenoh", settings)
         self.relays = [Relay(r, bus, self.zenoh) for r in out] + [Relay(r, self.zenoh, bus) for r in inn]
         self._mirrored: dict[str, tuple[Handle, Relay | None]] = {}  # token key -> (its Zenoh token, descriptor)
-        self._tokens = bus.watch_tokens(TOKEN_PREFIX, self._on_token) if p.hardware else None
+        self._joining = Authorisation(patterns=tuple(p.admit))
+        self._relayed = set(p.robots)  # robots whose topics are relayed
+        self._relays_lock = threading.Lock()
+        watch = p.hardware or bool(p.admit)
+        self._tokens = bus.watch_tokens(TOKEN_PREFIX, self._on_token) if watch else None
         _log.info(
             "bridge %s: %d topics to Zenoh, %d from Zenoh (%s)",
             self.name,
@@ -134,7 +156,12 @@ class BridgeNode(Node):
         )
 
     def _on_token(self, key: str, alive: bool) -> None:
-        """A resource announced on this bus: its token and latched descriptor on Zenoh while it lives."""
+        """A resource announced on this bus: a robot that may join gets its topics relayed; with `hardware`, its
+        token and latched descriptor are on Zenoh while it lives."""
+        if alive:
+            self._admit(parse_token_key(key))
+        if not self.params.hardware:
+            return
         if alive and key not in self._mirrored:
             found = parse_token_key(key)
             relay = None
@@ -148,13 +175,28 @@ class BridgeNode(Node):
             if relay is not None:
                 relay.close()
 
+    def _admit(self, found: TokenName | None) -> None:
+        if found is None or found.kind != "robot" or not self._joining.allows(found.resource_id):
+            return
+        with self._relays_lock:
+            if found.resource_id in self._relayed:
+                return
+            self._relayed.add(found.resource_id)
+            out, inn = robot_routes(found.resource_id)
+            self.relays += [Relay(r, self.bus, self.zenoh) for r in out] + [Relay(r, self.zenoh, self.bus) for r in inn]
+        admit = ", ".join(self.params.admit)
+        _log.info("bridge %s: robot %s joined (admit %s): its topics are relayed", self.name, found.resource_id, admit)
+
     def counts(self) -> dict[str, Any]:
-        return {r.route.topic: r.count for r in self.relays}
+        with self._relays_lock:
+            return {r.route.topic: r.count for r in self.relays}
 
     def destroy(self) -> None:
         if self._tokens is not None:
             self._tokens.close()
-        for relay in self.relays:
+        with self._relays_lock:
+            relays = list(self.relays)
+        for relay in relays:
             relay.close()
         for token, mirrored in self._mirrored.values():
             token.close()

@@ -141,8 +141,17 @@ class RolloutNode(Node):
         spec = PolicySpec.of(p.learning, self.latest.action_dim)
         # robots joining and leaving while the run goes on (`admit`)
         capacity = capacity_of(replace(p, site="") if p.send == "chunks" else p, "rollout")
-        self.fleet = watch_fleet(  # probe False: it reads their observations anyway
-            self, p, spec, self._open_robot, self._close_robot, probe=False, capacity=capacity, wait=self._told_wait
+        self.fleet = watch_fleet(  # probe False: it reads their observations anyway; claim: one rollout per robot
+            self,
+            p,
+            spec,
+            self._open_robot,
+            self._close_robot,
+            probe=False,
+            capacity=capacity,
+            wait=self._told_wait,
+            claim=True,
+            elsewhere=self._served_elsewhere,
         )
         if p.report_period_s > 0:
             self.create_timer(p.report_period_s, self._report)
@@ -183,6 +192,11 @@ class RolloutNode(Node):
     def _told_wait(self, robot: str, reason: str) -> None:
         """`robot` cannot be served now: tell it why (latched on /<robot>/assignment; it logs it and holds)."""
         self._assignment(robot).publish(self.codec.msg_class("std_msgs/msg/String")(data=f"waiting: {reason}"))
+
+    def _served_elsewhere(self, robot: str, holder: str) -> None:
+        """Another rollout serves `robot`: what this one told it before (to wait) is replaced by who serves it."""
+        if robot in self._assignments:
+            self._assignment(robot).publish(self.codec.msg_class("std_msgs/msg/String")(data=f"served by {holder}"))
 
     def _assignment(self, robot: str) -> TypedPublisher:
         pub = self._assignments.get(robot)
