@@ -42,8 +42,8 @@ def test_the_figures_come_from_the_run_directory_and_decide_the_target(tmp_path:
     bench = load("multi_task")
     found = {r.task: r for r in bench.results(_two_task_run(tmp_path))}
     assert found["peg"].reached_s == 380.0 and found["button"].reached_s is None
-    alone = {"peg": bench.TaskResult("peg", 300.0, 40, 0.8, None, None)}
+    alone = {"peg": bench.TaskResult("peg", 300.0, 30, 40, 0.8, None, None)}
     assert bench.slower(alone["peg"], found["peg"]) == 380.0 / 300.0
     assert bench.report(alone, {"peg": found["peg"]})  # 1.27x: within 1.3x
-    assert not bench.report({"peg": bench.TaskResult("peg", 290.0, 40, 0.8, None, None)}, {"peg": found["peg"]})
+    assert not bench.report({"peg": bench.TaskResult("peg", 290.0, 30, 40, 0.8, None, None)}, {"peg": found["peg"]})
     assert not bench.report(alone, found)  # button reached neither alone nor together

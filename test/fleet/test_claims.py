@@ -11,7 +11,7 @@ import pytest
 
 from test.fleet.test_roster import LOG, robot
 from user.fleet.admission import Authorisation, PolicySpec
-from user.fleet.claims import Claim, Claims, claim_key, parse_claim_key
+from user.fleet.claims import Claim, Claims, claim_key, parse_claim_key, static_claim
 from user.fleet.roster import Capacity, Roster
 from user.hardware.descriptor import ResourceDescriptor
 
@@ -132,3 +132,14 @@ def test_a_robot_whose_rollout_is_gone_is_taken_by_the_next() -> None:
     wall.ms += 3000
     assert b.update(fleet, 4.0).joined == []  # claims it now
     assert b.update(fleet, 5.0).joined == ["arm_1"]
+
+
+def test_a_robot_listed_by_a_rollout_is_left_to_it_by_one_admitting_it() -> None:
+    space, wall = Tokens(), WallClock()
+    a = rollout("rollout_a", space, wall)
+    fleet = {"arm_1": robot("arm_1")}
+    a.update(fleet, 0.0)
+    assert a.update(fleet, 1.0).joined == ["arm_1"]  # served by admission first ...
+    static_claim(space.declare, "rollout_z", "arm_1")  # ... then a rollout listing it starts: it is that one's
+    look = a.update(fleet, 1.2)
+    assert look.left == ["arm_1"] and look.elsewhere == {"arm_1": "rollout_z"}

@@ -71,6 +71,7 @@ def test_each_tasks_time_to_success_counts_from_a_full_window(tmp_path: Path) ->
     assert reached_s(button) is None
     figures = task_figures(peg)
     assert (figures.robots, figures.online_episodes, figures.demo_episodes) == ("franka_left", 40, 2)
+    assert figures.reached_episodes == 36 and task_figures(button).reached_episodes is None
     assert figures.recent_success == 1.0
     assert task_figures(button).recent_success == 0.5
 
@@ -80,7 +81,7 @@ def test_the_report_shows_the_tasks_side_by_side_and_links_each_tasks_own(tmp_pa
     files = write_report(run)
     page = files.html.read_text()
     assert '<section id="tasks">' in page and '<section id="learning-curves">' not in page
-    assert "<td>peg</td><td>franka_left</td>" in page and "<td>380 s</td>" in page, page
+    assert "<td>peg</td><td>franka_left</td>" in page and "<td>380 s</td><td class=n>36</td>" in page, page
     assert "<td>button</td><td>franka_right</td>" in page and "<td>not reached</td>" in page
     assert '<a href="peg/report.html">peg</a>' in page and '<a href="button/report.html">button</a>' in page
     assert files.png is not None and files.png.read_bytes().startswith(b"\x89PNG")

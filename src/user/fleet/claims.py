@@ -6,6 +6,8 @@ claim alive holds the robot (equal times: the smaller name), so a rollout that s
 from one that serves it. A new claim serves only after `settle_s` without an older one seen (tokens take a moment
 to cross), so two rollouts that claim at once do not both act for the robot: the younger withdraws. A token dies
 with its process, so a robot whose rollout is gone is free again and the next rollout that can serve it takes it.
+A robot of a rollout's `robots` list is that rollout's from its start to its end: its claim (`static_claim`) is
+older than any, so a rollout that only admits it leaves it alone.
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ class Claim:
     since_ms: int  # when it was claimed, ms since the epoch
     node: str
     robot: str
+
+
+STATIC_SINCE_MS = 0  # a listed robot's claim: older than any claim made at run time
+
+
+def static_claim(declare: Callable[[str], Handle], node: str, robot: str) -> Handle:
+    """`node` serves `robot` from its `robots` list: a claim no rollout admitting it at run time can be older than."""
+    return declare(claim_key(Claim(STATIC_SINCE_MS, node, robot)))
 
 
 def claim_key(claim: Claim) -> str:

@@ -50,6 +50,7 @@ from user.acting.session import ActingSession
 from user.bus.base import BEST_EFFORT, LATCHED, RELIABLE, Bus
 from user.config.strict import ConfigError, setting
 from user.fleet import PolicySpec, capacity_of, watch_fleet
+from user.fleet.claims import static_claim
 from user.fleet.settings import ADMIT_HELP, DEFAULT_LEAVE_AFTER_S, LEAVE_HELP
 from user.interfaces.chunks import ActionChunk, chunk_to_msg
 from user.interfaces.domain import Action, action_to_msg, observation_from_msg
@@ -135,6 +136,8 @@ class RolloutNode(Node):
         self._assignments: dict[str, TypedPublisher] = {}  # admit: robot -> what it is told (served, or why it waits)
         for robot in p.robots:
             self._open_robot(robot)
+        # its listed robots are its own: a rollout admitting robots at run time leaves them alone
+        self._claims = [static_claim(self.bus.declare_token, self.name, robot) for robot in p.robots]
         # sync mode: one reset waits per robot at most; joined on destroy
         workers = len(p.robots) + (JOINED_RESET_WORKERS if p.admit else 0)
         self._resets = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout-reset")
@@ -291,6 +294,8 @@ class RolloutNode(Node):
     def destroy(self) -> None:
         if self.fleet is not None:
             self.fleet.close()
+        for claim in self._claims:
+            claim.close()
         self.session.close()
         self._resets.shutdown(wait=True, cancel_futures=True)  # a waiting reset sees the stop within STOP_POLL_S
         self.weights.close()

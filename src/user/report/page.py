@@ -212,6 +212,7 @@ def _tasks(data: ReportData, figures: Mapping[str, bytes], links: Mapping[str, s
                 f"{f.online_episodes} online, {f.demo_episodes} demonstrations",
                 percent(f.recent_success),
                 "not reached" if f.reached_s is None else f"{f.reached_s:.0f} s",
+                "-" if f.reached_episodes is None else f.reached_episodes,
                 "-" if f.env_steps is None else f.env_steps,
                 "-" if f.gradient_steps is None else f.gradient_steps,
             )
@@ -222,6 +223,7 @@ def _tasks(data: ReportData, figures: Mapping[str, bytes], links: Mapping[str, s
         "episodes",
         f"success (last {data.tasks[0].curves.window} online)",
         f"time to {SUCCESS_TARGET:.0%} success",
+        "online episodes by then",
         "transitions received",
         "gradient steps",
     )

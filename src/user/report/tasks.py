@@ -25,6 +25,7 @@ class TaskFigures:
     demo_episodes: int
     recent_success: float | None  # over the latest window of online episodes at the end
     reached_s: float | None  # seconds from the learner's start to SUCCESS_TARGET recent success; None: not reached
+    reached_episodes: int | None  # online episodes by then (all its robots'); None: not reached
     env_steps: int | None  # transitions its learner received (its last progress row)
     gradient_steps: int | None  # its learner's optimiser steps (its last progress row)
 
@@ -34,17 +35,23 @@ def pooled(data: ReportData) -> CurveSeries | None:
     return next((s for s in data.curves.series if s.label == POOLED), None)
 
 
-def reached_s(data: ReportData, target: float = SUCCESS_TARGET) -> float | None:
-    """Seconds from the learner's start to the first online episode after which the success of the recent window
-    (once full: `curves.window` online episodes) is at least `target`; None when it never was."""
+def reached(data: ReportData, target: float = SUCCESS_TARGET) -> tuple[float, int] | None:
+    """(seconds from the learner's start, online episodes) at the first online episode after which the success of
+    the recent window (once full: `curves.window` online episodes) is at least `target`; None when it never was."""
     series = pooled(data)
     if series is None:
         return None
     full = data.curves.window - 1
     for i, (at, rate) in enumerate(zip(series.at, series.success_rate, strict=True)):
         if i >= full and rate >= target:
-            return at.elapsed_s
+            return at.elapsed_s, i + 1
     return None
+
+
+def reached_s(data: ReportData, target: float = SUCCESS_TARGET) -> float | None:
+    """Seconds from the learner's start to `target` recent success (`reached`); None when never."""
+    found = reached(data, target)
+    return None if found is None else found[0]
 
 
 def task_figures(data: ReportData) -> TaskFigures:
@@ -57,6 +64,7 @@ def task_figures(data: ReportData) -> TaskFigures:
         demo_episodes=sum(r.demo_episodes for r in data.rates),
         recent_success=series.success_rate[-1] if series is not None else None,
         reached_s=reached_s(data),
+        reached_episodes=None if (found := reached(data)) is None else found[1],
         env_steps=timing.env_steps[-1] if timing.env_steps else None,
         gradient_steps=timing.gradient_steps[-1] if timing.gradient_steps else None,
     )
