@@ -275,3 +275,39 @@ def test_security_is_on_with_a_certs_dir_only() -> None:
 def test_written_config_files_are_json(tmp_path: Path) -> None:
     path = write(tmp_path / "a" / "b.json5", {"x": [1, True]})
     assert json.loads(path.read_text()) == {"x": [1, True]}
+
+
+def test_a_robot_that_may_join_owns_its_data_at_every_site(tmp_path: Path) -> None:
+    """Issue 36: admission is the deployment's, the routers' access control included. A robot that may join under its
+    own certificate (an identity a learner's admit pattern matches) owns its data wherever it joins: no other node,
+    robot or operator can forge it; its receipts are its learner's."""
+    path = tmp_path / "d.yaml"
+    path.write_text(
+        """name: joining
+sites:
+  cloud: {endpoints: [tcp/127.0.0.1:1]}
+  lab: {endpoints: [tcp/127.0.0.1:2], connect: [cloud]}
+  lab2: {endpoints: [tcp/127.0.0.1:3], connect: [cloud]}
+security: {identities: [arm_j, ops]}
+nodes:
+  - {name: learner, kind: learner, site: cloud, params: {robots: [arm], admit: ["arm_*"]}}
+  - {name: arm_node, kind: robot, site: lab, params: {robot_id: arm}}
+"""
+    )
+    deployment = load(path)
+    at_cloud = {o.topic: set(o.allowed) for o in owned_at(deployment, "cloud")}
+    for topic in ("transitions", "transitions/replay", "episode_events"):
+        assert at_cloud[f"/arm_j/{topic}"] == {"arm_j", "router.lab", "router.lab2"}
+    assert at_cloud["/arm_j/episode_acks"] == {"learner"}
+    assert at_cloud["/arm/transitions"] == {"arm_node", "router.lab"}  # a named robot: as before
+    assert not any(topic.startswith("/ops/") for topic in at_cloud)  # ops matches no admit pattern
+    at_lab = {o.topic: set(o.allowed) for o in owned_at(deployment, "lab")}
+    assert at_lab["/arm_j/transitions"] == {"arm_j", "router.cloud", "router.lab2"}
+    assert at_lab["/arm_j/episode_acks"] == {"learner", "router.cloud"}
+    acl = access_control(owned_at(deployment, "cloud"), deployment.identities(), deployment.domain)
+    denied = {
+        tuple(rule["key_exprs"]): set(subject["cert_common_names"])
+        for rule, subject in zip(acl["rules"][::2], acl["subjects"], strict=True)
+    }
+    assert {"arm_node", "ops", "learner"} <= denied[("arm_j/transitions",)]  # another robot cannot forge its data
+    assert "arm_j" in denied[("arm/transitions",)]  # nor can it forge another's

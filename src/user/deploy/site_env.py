@@ -8,6 +8,7 @@ from pathlib import Path
 from user.bus.zenoh_config import ENV_CONFIG, ENV_DOMAIN, ENV_MODE, ENV_ROUTER
 from user.deploy.deployment import Deployment
 from user.deploy.sites import ROUTER_IDENTITY, Site, next_hop
+from user.fleet.admission import Authorisation
 from user.security.zenoh_files import Owned, access_control, tls, write
 
 DEFAULT_WEIGHTS_TOPIC = "/policy/weights"  # a learner's `weights_topic` when its params do not set it
@@ -51,13 +52,42 @@ def owners(deployment: Deployment) -> dict[str, str]:
     return found
 
 
+def joining_robots(deployment: Deployment) -> dict[str, str]:
+    """Robots that may join at run time in a secured deployment -> the learner that admits them: each identity of
+    `security.identities` that a learner's `admit` patterns match (a robot joins under its own certificate, named
+    as its robot id; one the CA never issued cannot connect at all)."""
+    found: dict[str, str] = {}
+    for node in deployment.nodes:
+        if node.kind != "learner":
+            continue
+        rule = Authorisation(tuple(node.params.get("robots", [])), tuple(node.params.get("admit", [])))
+        found.update({name: node.name for name in deployment.security.identities if rule.allows(name)})
+    return found
+
+
 def owned_at(deployment: Deployment, site: str) -> list[Owned]:
     """What `site`'s router lets only its owners send: from the owner itself, or at another site from the
-    neighbouring router on the link path toward the owner's site."""
+    neighbouring router on the link path toward the owner's site. A robot that may join (`joining_robots`) owns its
+    data too; its site is known only once it joins, so at every site its data is taken from it or from a
+    neighbouring router, never from another node (another robot cannot forge it)."""
     site_of = {n.name: n.site for n in deployment.nodes}
     owned = []
     for topic, owner in sorted(owners(deployment).items()):
         hop = next_hop(deployment.sites, site, site_of[owner]) if deployment.sites else None
         allowed = {owner} | ({ROUTER_IDENTITY.format(site=hop)} if hop else set())
         owned.append(Owned(topic, frozenset(allowed)))
+    named = owners(deployment)
+    routers = {ROUTER_IDENTITY.format(site=other) for other in deployment.sites if other != site}
+    for robot, learner in sorted(joining_robots(deployment).items()):
+        for topic in ROBOT_OWNED:
+            if f"/{robot}/{topic}" not in named:
+                owned.append(Owned(f"/{robot}/{topic}", frozenset({robot} | routers)))
+        if f"/{robot}/episode_acks" not in named:
+            hop = next_hop(deployment.sites, site, site_of[learner]) if deployment.sites else None
+            owned.append(
+                Owned(
+                    f"/{robot}/episode_acks",
+                    frozenset({learner} | ({ROUTER_IDENTITY.format(site=hop)} if hop else set())),
+                )
+            )
     return owned
