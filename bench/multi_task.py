@@ -6,7 +6,8 @@ after `--cap-s`. Printed per task: its time to 80 % success from its learner's s
 its run directory the way `user report` reads it: the first online episode after which a full window of 20
 succeeded at 80 % or more), and the ratio together / alone (target <= 1.3).
 
-Run: python3 bench/multi_task.py [--cap-s 900] [--only alone|together] [--keep] [--json PATH]
+Run: python3 bench/multi_task.py [--cap-s 900] [--only alone|together] [--tasks peg,button] [--out DIR] [--keep]
+                                 [--json PATH]
      python3 bench/multi_task.py --runs DIR   (only the figures of runs made before: DIR/<task>, DIR/together)
 """
 
@@ -160,15 +161,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cap-s", type=float, default=900.0, help="each learner stops after this long at most")
     parser.add_argument("--only", choices=("alone", TOGETHER), help="run only the tasks alone, or only together")
+    parser.add_argument("--tasks", help="comma-separated tasks to run alone (default: every task)")
+    parser.add_argument("--out", type=Path, help="make the runs here (DIR/<task>, DIR/together; kept)")
     parser.add_argument("--runs", type=Path, help="read the figures of runs made before (DIR/<task>, DIR/together)")
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     tasks = sorted(task_nodes(yaml.safe_load(CONFIG.read_text())))
-    root = args.runs or Path(tempfile.mkdtemp(prefix="multi_task_"))
+    alone_tasks = args.tasks.split(",") if args.tasks else tasks
+    unknown = sorted(set(alone_tasks) - set(tasks))
+    if unknown:
+        parser.error(f"--tasks: no task {', '.join(unknown)} in {CONFIG.name} (its tasks: {', '.join(tasks)})")
+    root = args.runs or args.out or Path(tempfile.mkdtemp(prefix="multi_task_"))
     if args.runs is None:
         if args.only != TOGETHER:
-            for task in tasks:
+            for task in alone_tasks:
                 run_deployment(deployment_for([task], args.cap_s), root / task, args.cap_s)
         if args.only != "alone":
             run_deployment(deployment_for(tasks, args.cap_s), root / TOGETHER, args.cap_s)
@@ -178,7 +185,7 @@ def main() -> int:
     if args.json:
         figures = {"alone": [asdict(r) for r in alone.values()], "together": [asdict(r) for r in together.values()]}
         args.json.write_text(json.dumps({**figures, "met": met}, indent=2))
-    if args.runs is None and not args.keep:
+    if args.runs is None and args.out is None and not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     else:
         print(f"runs in {root}")
