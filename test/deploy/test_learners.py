@@ -65,65 +65,60 @@ def test_a_robot_of_two_learners_is_refused(tmp_path: Path) -> None:
     _refused(tmp_path, edit, "robot 'franka_left' is listed by learners 'learner_peg' and 'learner_button'")
 
 
-def test_a_rollout_without_a_publisher_among_several_learners_is_refused(tmp_path: Path) -> None:
-    _refused(
-        tmp_path,
-        lambda nodes: nodes["rollout_peg"].pop("weights_publisher"),
+def _set(node: str, **values: Any) -> Edit:
+    return lambda nodes: nodes[node].update(values)
+
+
+def _unset(node: str, key: str) -> Edit:
+    def edit(nodes: dict[str, dict[str, Any]]) -> None:
+        del nodes[node][key]
+
+    return edit
+
+
+TIED_WRONG = {  # a node tied to no learner or to another task's -> the two parts of its one line
+    "rollout without a publisher": (
+        _unset("rollout_peg", "weights_publisher"),
         "rollout 'rollout_peg' applies weights from any learner",
         "learner_peg, learner_button",
-    )
-
-
-def test_a_rollout_naming_no_learner_is_refused(tmp_path: Path) -> None:
-    _refused(
-        tmp_path,
-        lambda nodes: nodes["rollout_peg"].update(weights_publisher="learner"),
+    ),
+    "rollout naming no learner": (
+        _set("rollout_peg", weights_publisher="learner"),
         "rollout 'rollout_peg': weights_publisher 'learner' is no learner",
-    )
-
-
-def test_a_rollout_on_another_topic_than_its_learner_is_refused(tmp_path: Path) -> None:
-    _refused(
-        tmp_path,
-        lambda nodes: nodes["rollout_peg"].update(weights_topic="/button/policy/weights"),
+        "learner_id of its learners: learner_peg, learner_button",
+    ),
+    "rollout on another task's weights": (
+        _set("rollout_peg", weights_topic="/button/policy/weights"),
         "rollout 'rollout_peg' takes weights on '/button/policy/weights'",
         "'learner_peg' publishes them on '/peg/policy/weights'",
-    )
-
-
-def test_a_rollout_counting_random_steps_from_another_learner_is_refused(tmp_path: Path) -> None:
-    _refused(
-        tmp_path,
-        lambda nodes: nodes["rollout_peg"].update(random_steps=100, stats_topic="/learner/stats"),
+    ),
+    "rollout counting random steps from no learner": (
+        _set("rollout_peg", random_steps=100, stats_topic="/learner/stats"),
         "rollout 'rollout_peg' counts random steps from '/learner/stats'",
         "'/peg/learner/stats'",
-    )
-
-
-def test_a_rollout_acting_for_another_learners_robot_is_refused(tmp_path: Path) -> None:
-    _refused(
-        tmp_path,
-        lambda nodes: nodes["rollout_peg"].update(robots=["franka_left", "franka_right"]),
+    ),
+    "rollout acting for another task's robot": (
+        _set("rollout_peg", robots=["franka_left", "franka_right"]),
         "rollout 'rollout_peg' acts for 'franka_right' with the policy of 'learner_peg'",
         "learned from by 'learner_button'",
-    )
-
-
-def test_a_robot_listening_to_another_learners_credit_is_refused(tmp_path: Path) -> None:
-    _refused(
-        tmp_path,
-        lambda nodes: nodes["franka_left"].update(credit_topic="/button/data_credit"),
+    ),
+    "robot on another task's credit": (
+        _set("franka_left", credit_topic="/button/data_credit"),
         "robot 'franka_left' listens for data credit on '/button/data_credit'",
         "'learner_peg' publishes it on '/peg/data_credit'",
-    )
-
-
-def test_a_monitor_listening_to_no_learner_is_refused(tmp_path: Path) -> None:
-    _refused(
-        tmp_path,
-        lambda nodes: nodes["monitor_peg"].pop("stats_topic"),
+    ),
+    "monitor on no learner's stats": (
+        _unset("monitor_peg", "stats_topic"),
         "monitor 'monitor_peg' listens for the learner's stats on '/learner/stats'",
-    )
+        "(they publish on /button/learner/stats, /peg/learner/stats)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TIED_WRONG)
+def test_a_node_tied_to_no_learner_or_another_tasks_is_refused(tmp_path: Path, case: str) -> None:
+    edit, *expected = TIED_WRONG[case]
+    _refused(tmp_path, edit, *expected)
 
 
 def test_with_one_learner_a_rollout_on_another_topic_is_refused_too(tmp_path: Path) -> None:
