@@ -137,3 +137,7 @@ def test_a_deployment_without_a_learner_is_not_tied_to_one(tmp_path: Path) -> No
     path = tmp_path / "edge.yaml"
     path.write_text(yaml.safe_dump(data))
     check_node_params(bind(load(path), tmp_path / "run"), path)
+
+
+def test_a_rollout_taking_weights_over_the_link_is_not_held_to_the_weights_topic(tmp_path: Path) -> None:
+    _check(tmp_path, _set("rollout_peg", weights_from="link", weights_topic="/policy/weights"))

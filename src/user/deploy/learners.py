@@ -93,7 +93,7 @@ def _check_rollout(node: Configured, learners: list[Configured], owner: dict[str
                 f"deployment (learner_id of its learners: {names})"
             )
         learner = found[0]
-    if p.weights_topic != learner.params.weights_topic:
+    if p.weights_from == "bus" and p.weights_topic != learner.params.weights_topic:  # link: over torch.distributed
         raise ConfigError(
             f"rollout {node.name!r} takes weights on {p.weights_topic!r}, but its learner {learner.name!r} "
             f"publishes them on {learner.params.weights_topic!r}: set the rollout's weights_topic to it"
