@@ -12,14 +12,16 @@ def small_learning(utd: int = 2) -> str:
     return f"{{mlp: {SMALL_MLP}, rlpd: {SMALL_RLPD.format(utd=utd)}}}"
 
 
-def learner_node(robots: list[str], site: str = "cloud", utd: int = 2) -> str:
-    """The learner node, its learning settings anchored as `&learning`."""
+def learner_node(robots: list[str], site: str = "cloud", utd: int = 2, admit: str = "") -> str:
+    """The learner node, its learning settings anchored as `&learning`; `admit`: a glob pattern of the robots that
+    may join it at run time."""
     return f"""  - name: learner
     kind: learner
     site: {site}
     shutdown_timeout_s: 30.0
     params:
       robots: [{", ".join(robots)}]
+      admit: [{admit}]
       run_dir: "{{run_dir}}"
       learning: &learning
         mlp: {SMALL_MLP}
@@ -51,11 +53,14 @@ def arm_nodes(arm: str, site: str, seed: int, *, learning: str = "*learning", de
 """
 
 
-def ros_site(router: str, domain: str) -> str:
-    """A ROS 2 site's deployment: a bridge to the Zenoh router at `router` and one arm `arm_r` (run by ros2 launch)."""
+def ros_site(router: str, domain: str, admit: str = "") -> str:
+    """A ROS 2 site's deployment: a bridge to the Zenoh router at `router` and one arm `arm_r` (run by ros2 launch);
+    with `admit` (a glob pattern) the bridge relays the robots announced at the site that match it instead of
+    naming arm_r."""
+    robots = f"admit: [{admit}]" if admit else "robots: [arm_r]"
     return f"""name: ros_site
 nodes:
   - name: bridge
     kind: bridge
-    params: {{robots: [arm_r], zenoh_router: [{router}], domain: {domain}}}
+    params: {{{robots}, zenoh_router: [{router}], domain: {domain}}}
 {arm_nodes("arm_r", "", 2, learning=small_learning())}"""
