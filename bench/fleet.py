@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 
 from bringup import Bringup, free_port, read_cpu_s, wait_for
-from fleet_probe import FleetProbe, ack_latencies, fan_outs, machine_busy, percentiles_ms, saturated
+from fleet_probe import FleetProbe, ack_latencies, ack_split, fan_outs, machine_busy, percentiles_ms, saturated
 from user.bus.router import router_reachable
 from user.bus.zenoh_bus import ZenohBus
 from user.bus.zenoh_config import ZenohSettings
@@ -75,8 +75,10 @@ def robot_ids(n: int) -> list[str]:
     return [f"lock_{i:02d}" for i in range(n)]
 
 
-def deployment(n: int, endpoint: str, run_dir: Path, rate_hz: float, episode_steps: int) -> dict[str, Any]:
-    """One learner, one rollout and `n` lock-step gym robots on a private router."""
+def deployment(
+    n: int, endpoint: str, run_dir: Path, rate_hz: float, episode_steps: int, *, fsync: str = "episode"
+) -> dict[str, Any]:
+    """One learner, one rollout and `n` lock-step gym robots on a private router; `fsync`: the buffer's policy."""
     robots = robot_ids(n)
     offered = n * (rate_hz or 100.0)  # not real time: about 100 steps/s per robot assumed for the publication cadence
     publish_every = max(1, round(offered * UPDATES_PER_STEP * PUBLISH_PERIOD_S))
@@ -88,6 +90,7 @@ def deployment(n: int, endpoint: str, run_dir: Path, rate_hz: float, episode_ste
         "stats_period_s": 0.5,
         "checkpoint_period_s": 3600.0,
         "pacing": {"updates_per_step": UPDATES_PER_STEP, "min_transitions": 200, "publish_every": publish_every},
+        "buffer": {"storage": {"fsync": fsync}},
     }
     rollout = {"robots": robots, "learning": LEARNING, "weights_publisher": "learner", "torch_threads": 1,
                "apply": "immediate"}  # fmt: skip
@@ -123,6 +126,8 @@ class Point:
     load: float  # mean 1-minute load average
     ack_ms: tuple[float, float, float, int]
     acks_missing: int
+    end_to_done_ms: tuple[float, float, float, int]  # --split-acks: END -> the done step's arrival (else NaN)
+    done_to_ack_ms: tuple[float, float, float, int]  # --split-acks: the done step (or END, if later) -> receipt
     fanout_ms: tuple[float, float, float, int]
     versions_unreached: int
     startup_s: float
@@ -145,7 +150,7 @@ def shares_over(before: dict[str, float], after: dict[str, float], span: float, 
 
 def run_size(n: int, args: argparse.Namespace, workdir: Path) -> Point:
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    dep = deployment(n, endpoint, workdir / f"run_{n}", args.rate_hz, args.episode_steps)
+    dep = deployment(n, endpoint, workdir / f"run_{n}", args.rate_hz, args.episode_steps, fsync=args.fsync)
     path = workdir / f"fleet_{n}.yaml"
     path.write_text(yaml.safe_dump(dep, sort_keys=False))
     robots = robot_ids(n)
@@ -156,7 +161,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> Point:
     try:
         wait_for(lambda: router_reachable([endpoint], 0.5), 60.0, bringup.alive, "the router")
         bus = ZenohBus("bench_fleet_probe", ZenohSettings(router=[endpoint]))
-        probe = FleetProbe(bus, robots, STATS_TOPIC, WEIGHTS_TOPIC)
+        probe = FleetProbe(bus, robots, STATS_TOPIC, WEIGHTS_TOPIC, done_steps=args.split_acks)
         p = probe
         wait_for(lambda: p.robots_ended() >= set(robots), args.startup_s, bringup.alive, "every robot's first episode")
         wait_for(lambda: p.stored_at(time.time()) is not None, 30.0, bringup.alive, "the learner's stats")
@@ -181,6 +186,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> Point:
     assert s0 is not None and s1 is not None  # waited for above
     stored = s1[0] - s0[0]
     acks, missing = ack_latencies(observed, (t0, t1))
+    to_done, to_ack = ack_split(observed, (t0, t1))
     fans, unreached = fan_outs(observed, robots, (t0, t1))
     return Point(
         robots=n,
@@ -194,6 +200,8 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> Point:
         load=sum(load) / len(load),
         ack_ms=percentiles_ms(acks),
         acks_missing=missing,
+        end_to_done_ms=percentiles_ms(to_done),
+        done_to_ack_ms=percentiles_ms(to_ack),
         fanout_ms=percentiles_ms(fans),
         versions_unreached=unreached,
         startup_s=startup,
@@ -234,6 +242,9 @@ def report(points: dict[int, Point], cores: int) -> None:
     row("ack latency p99, ms", lambda p: f"{p.ack_ms[1]:.1f}")
     row("ack latency max, ms", lambda p: f"{p.ack_ms[2]:.1f}")
     row("  episodes ended / never receipted", lambda p: f"{p.ack_ms[3] + p.acks_missing}/{p.acks_missing}")
+    if any(p.end_to_done_ms[3] for p in points.values()):  # --split-acks
+        row("  END -> done step p50 / p99, ms", lambda p: f"{p.end_to_done_ms[0]:.1f} / {p.end_to_done_ms[1]:.1f}")
+        row("  done step -> receipt p50 / p99, ms", lambda p: f"{p.done_to_ack_ms[0]:.1f} / {p.done_to_ack_ms[1]:.1f}")
     row("weight fan-out to the last robot p50, ms", lambda p: f"{p.fanout_ms[0]:.0f}")
     row("weight fan-out max, ms", lambda p: f"{p.fanout_ms[2]:.0f}")
     row("  versions published / never reached all", lambda p: f"{p.fanout_ms[3] + p.versions_unreached}"
@@ -267,6 +278,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="write and check the deployments, start nothing")
     parser.add_argument("--json", type=Path, default=None, help="write every size's figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the run directories and logs")
+    parser.add_argument(
+        "--split-acks",
+        action="store_true",
+        help="also read every transition, to split the ack latency at each episode's done step",
+    )
+    parser.add_argument(
+        "--fsync",
+        choices=("episode", "segment", "never"),
+        default="episode",
+        help="the learner's buffer.storage.fsync (default episode, as shipped): what a stored episode waits for",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("1,2" if args.quick else "1,4,16,32")).split(",") if s.strip()]
     if not sizes or min(sizes) < 1:
@@ -278,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"bench/fleet.py: Python {sys.version.split()[0]}, {cores} CPUs, sizes {sizes}, {args.rate_hz:g} Hz per robot "
         f"(0: not real time), {args.episode_steps}-step episodes, {args.window_s:g} s windows; training minimal "
-        f"({UPDATES_PER_STEP} gradient steps per transition); load average at start {os.getloadavg()[0]:.2f}",
+        f"({UPDATES_PER_STEP} gradient steps per transition), buffer fsync {args.fsync}; "
+        f"load average at start {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     workdir = Path(tempfile.mkdtemp(prefix="bench_fleet_"))
@@ -305,7 +328,8 @@ def dry_run(sizes: list[int], args: argparse.Namespace, workdir: Path) -> int:
     """Write each size's deployment and load it as `user bringup` would (every node's settings checked)."""
     for n in sizes:
         path = workdir / f"fleet_{n}.yaml"
-        path.write_text(yaml.safe_dump(deployment(n, "tcp/127.0.0.1:7447", workdir, args.rate_hz, args.episode_steps)))
+        shape = deployment(n, "tcp/127.0.0.1:7447", workdir, args.rate_hz, args.episode_steps, fsync=args.fsync)
+        path.write_text(yaml.safe_dump(shape))
         checked = load(path)
         check_node_params(checked, path)
         print(f"[{n} robots] deployment checked: {len(checked.nodes)} nodes", flush=True)

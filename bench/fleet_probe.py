@@ -5,7 +5,9 @@ The probe stamps every message with this machine's wall clock when it arrives (a
 
 - the learner's stats (`/learner/stats`): `buffer_transitions` (stored) and `env_steps` (received) over time;
 - each robot's episode END events and the learner's receipts (`/<robot>/episode_acks`): acknowledgement latency is
-  the receipt's arrival minus the END's arrival, per (robot, episode);
+  the receipt's arrival minus the END's arrival, per (robot, episode); with `done_steps`, also each episode's done
+  step (its last transition) on `/<robot>/transitions`, which splits that latency in two: END to the done step
+  (the robot's side and the transport), the done step to the receipt (the learner storing it);
 - the weight chunks (`/policy/weights`): a version is published when its first chunk arrives; and each robot's
   actions (`/<robot>/action`): the first action of each robot carrying that version or a newer one. Weight fan-out
   is the last robot's first such action minus the publication.
@@ -17,7 +19,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,7 +34,9 @@ TICK_S = os.sysconf("SC_CLK_TCK")  # clock ticks per second in /proc/stat
 class FleetProbe(Node):
     """Listens to the learner's stats, the weights, every robot's episode ENDs, receipts and actions."""
 
-    def __init__(self, bus: Bus, robots: list[str], stats_topic: str, weights_topic: str) -> None:
+    def __init__(
+        self, bus: Bus, robots: list[str], stats_topic: str, weights_topic: str, *, done_steps: bool = False
+    ) -> None:
         super().__init__(bus)
         self.robots = robots
         self.stats: list[tuple[float, int, int]] = []  # (arrival, stored, received)
@@ -40,6 +44,7 @@ class FleetProbe(Node):
         self.acks: dict[tuple[str, int], float] = {}  # (robot, episode) -> arrival of its first receipt
         self.published: dict[int, float] = {}  # version -> arrival of its first chunk
         self.acting: dict[tuple[str, int], float] = {}  # (robot, version) -> first action with it (or newer)
+        self.done: dict[tuple[str, int], float] = {}  # (robot, episode) -> arrival of its done step (done_steps)
         self._newest: dict[str, int] = {}  # robot -> newest version seen in its actions
         self._lock = threading.Lock()
         self.create_subscription(stats_topic, "user/msg/TrainingStats", self._on_stats)
@@ -48,6 +53,8 @@ class FleetProbe(Node):
             self.create_subscription(f"/{robot}/episode_events", "user/msg/EpisodeEvent", self._on_event)
             self.create_subscription(f"/{robot}/episode_acks", "user/msg/EpisodeAck", self._on_ack)
             self.create_subscription(f"/{robot}/action", "user/msg/Action", self._on_action)
+            if done_steps:
+                self.create_subscription(f"/{robot}/transitions", "user/msg/Transition", self._on_transition)
 
     def _on_stats(self, msg: Any) -> None:
         with self._lock:
@@ -61,6 +68,11 @@ class FleetProbe(Node):
         if int(msg.kind) == EpisodeKind.END:
             with self._lock:
                 self.ends.setdefault((str(msg.robot_id), int(msg.episode_id)), time.time())
+
+    def _on_transition(self, msg: Any) -> None:
+        if msg.terminated or msg.truncated:
+            with self._lock:
+                self.done.setdefault((str(msg.robot_id), int(msg.episode_id)), time.time())
 
     def _on_ack(self, msg: Any) -> None:
         with self._lock:
@@ -86,7 +98,14 @@ class FleetProbe(Node):
 
     def snapshot(self) -> Observed:
         with self._lock:
-            return Observed(list(self.stats), dict(self.ends), dict(self.acks), dict(self.published), dict(self.acting))
+            return Observed(
+                list(self.stats),
+                dict(self.ends),
+                dict(self.acks),
+                dict(self.published),
+                dict(self.acting),
+                dict(self.done),
+            )
 
 
 @dataclass
@@ -96,6 +115,7 @@ class Observed:
     acks: dict[tuple[str, int], float]
     published: dict[int, float]
     acting: dict[tuple[str, int], float]
+    done: dict[tuple[str, int], float] = field(default_factory=dict)  # (robot, episode) -> its done step's arrival
 
 
 def percentiles_ms(values: list[float]) -> tuple[float, float, float, int]:
@@ -119,6 +139,20 @@ def ack_latencies(observed: Observed, window: tuple[float, float]) -> tuple[list
             else:
                 got.append(max(0.0, ack - end))
     return got, missing
+
+
+def ack_split(observed: Observed, window: tuple[float, float]) -> tuple[list[float], list[float]]:
+    """For each END that arrived in `window` with its done step and its receipt seen: (seconds from the END to the
+    done step, signed: negative when the step came first; seconds from the later of the two to the receipt)."""
+    a, b = window
+    to_done: list[float] = []
+    to_ack: list[float] = []
+    for key, end in observed.ends.items():
+        done, ack = observed.done.get(key), observed.acks.get(key)
+        if a <= end <= b and done is not None and ack is not None:
+            to_done.append(done - end)
+            to_ack.append(max(0.0, ack - max(done, end)))
+    return to_done, to_ack
 
 
 def fan_outs(observed: Observed, robots: list[str], window: tuple[float, float]) -> tuple[list[float], int]:

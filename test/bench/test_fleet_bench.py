@@ -59,6 +59,15 @@ def test_ack_latency_counts_the_ends_in_the_window_and_those_never_receipted() -
     assert got == pytest.approx([0.004]) and missing == 1  # ("b", 1) never receipted
 
 
+def test_the_ack_latency_splits_at_each_episodes_done_step() -> None:
+    probe = load("fleet_probe")
+    ends = {("a", 1): 20.0, ("a", 2): 22.0, ("b", 1): 21.0, ("b", 2): 99.0}
+    done = {("a", 1): 20.01, ("a", 2): 21.9, ("b", 2): 99.0}  # ("a", 2)'s done step came before its END
+    acks = {("a", 1): 20.3, ("a", 2): 22.05, ("b", 1): 21.2, ("b", 2): 99.1}
+    to_done, to_ack = probe.ack_split(probe.Observed([], ends, acks, {}, {}, done), (15.0, 30.0))
+    assert to_done == pytest.approx([0.01, -0.1]) and to_ack == pytest.approx([0.29, 0.05])  # ("b", 1): no done
+
+
 def test_fan_out_is_until_the_last_robot_acts_with_the_version_or_a_newer_one() -> None:
     probe = load("fleet_probe")
     published = {3: 100.0, 4: 110.0, 5: 120.0, 2: 90.0}  # 2 before the window
@@ -84,7 +93,7 @@ def test_scaling_efficiency_and_keeping_up_compare_with_one_robot_alone() -> Non
 
     def point(n: int, rate: float) -> object:
         nan3 = (math.nan, math.nan, math.nan, 0)
-        return fleet.Point(n, 60.0, rate, rate, 20.0 * n, 1.0, {}, 0.5, 1.0, nan3, 0, nan3, 0, 10.0)
+        return fleet.Point(n, 60.0, rate, rate, 20.0 * n, 1.0, {}, 0.5, 1.0, nan3, 0, nan3, nan3, nan3, 0, 10.0)
 
     points = {1: point(1, 20.0), 4: point(4, 70.0), 16: point(16, 300.0)}
     assert fleet.efficiency(points) == pytest.approx(70.0 / 80.0)
@@ -102,3 +111,6 @@ def test_the_deployment_has_one_learner_and_one_rollout_for_every_robot(tmp_path
     assert dep["nodes"][0]["params"]["robots"] == robots and dep["nodes"][1]["params"]["robots"] == robots
     assert dep["nodes"][0]["params"]["pacing"]["publish_every"] == 6  # 60 transitions/s x 0.05 x 2 s
     assert {node["params"]["driver"] for node in dep["nodes"][2:]} == {"gym"}
+    assert dep["nodes"][0]["params"]["buffer"]["storage"]["fsync"] == "episode"  # as shipped, unless asked
+    never = fleet.deployment(3, "tcp/127.0.0.1:1", tmp_path, 20.0, 50, fsync="never")
+    assert never["nodes"][0]["params"]["buffer"]["storage"]["fsync"] == "never"

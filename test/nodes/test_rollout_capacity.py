@@ -67,7 +67,12 @@ def test_two_rollouts_sharing_a_fleet_serve_each_robot_once_and_take_over_one_wh
     second = nodes(RolloutNode, "rollout_b", params)
     arm = started(RobotNode(make_bus("cap_s", _gym("cap_s"))))
     try:
-        assert wait_until(lambda: (arm.loop.observation.step or 0) > 10, 30.0)  # type: ignore[union-attr]
+
+        def stepped() -> bool:  # no observation before its first step
+            observation = arm.loop.observation
+            return observation is not None and (observation.step or 0) > 10
+
+        assert wait_until(stepped, 30.0)
         serving = [r for r in (first, second) if r.fleet.roster.joined == ["cap_s"]]
         assert len(serving) == 1, [r.fleet.roster.joined for r in (first, second)]
         (holder,) = serving
