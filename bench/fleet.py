@@ -243,8 +243,10 @@ def report(points: dict[int, Point], cores: int) -> None:
     row("ack latency max, ms", lambda p: f"{p.ack_ms[2]:.1f}")
     row("  episodes ended / never receipted", lambda p: f"{p.ack_ms[3] + p.acks_missing}/{p.acks_missing}")
     if any(p.end_to_done_ms[3] for p in points.values()):  # --split-acks
-        row("  END -> done step p50 / p99, ms", lambda p: f"{p.end_to_done_ms[0]:.1f} / {p.end_to_done_ms[1]:.1f}")
-        row("  done step -> receipt p50 / p99, ms", lambda p: f"{p.done_to_ack_ms[0]:.1f} / {p.done_to_ack_ms[1]:.1f}")
+        row("  END -> done step p50, ms", lambda p: f"{p.end_to_done_ms[0]:.1f}")
+        row("  END -> done step p99, ms", lambda p: f"{p.end_to_done_ms[1]:.1f}")
+        row("  done step -> receipt p50, ms", lambda p: f"{p.done_to_ack_ms[0]:.1f}")
+        row("  done step -> receipt p99, ms", lambda p: f"{p.done_to_ack_ms[1]:.1f}")
     row("weight fan-out to the last robot p50, ms", lambda p: f"{p.fanout_ms[0]:.0f}")
     row("weight fan-out max, ms", lambda p: f"{p.fanout_ms[2]:.0f}")
     row("  versions published / never reached all", lambda p: f"{p.fanout_ms[3] + p.versions_unreached}"
