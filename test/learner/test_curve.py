@@ -3,7 +3,10 @@ run's start, and the run drawing its curve from its files (the curves themselves
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+
+from pytest import MonkeyPatch
 
 from test.learner.test_progress import TRAINER, _feed, _outcome
 from user.learner.checkpoint import LearnerCounters
@@ -48,3 +51,26 @@ def test_the_learners_rate_is_drawn_before_the_first_online_episode(tmp_path: Pa
     finally:
         log.close()
     assert out == tmp_path / "learning_curve.png" and out.stat().st_size > 0
+
+
+def test_a_redraw_runs_on_its_own_thread_and_never_holds_the_writer(tmp_path: Path, monkeypatch: MonkeyPatch) -> None:
+    """The stats timer writes the rows under the lock every callback of the learner node takes; a redraw there (2 s
+    in a 16-robot fleet, bench/fleet.py) held every robot's transitions and receipts that long."""
+    log = ProgressLog(tmp_path, plot_every_s=0.0)
+    started, release = threading.Event(), threading.Event()
+    drawn_on: list[str] = []
+
+    def slow_plot() -> None:
+        drawn_on.append(threading.current_thread().name)
+        started.set()
+        release.wait(10.0)
+
+    monkeypatch.setattr(log, "plot", slow_plot)
+    try:
+        log.write(1001.0, TRAINER, LearnerCounters(env_steps=50, episodes=4), 50, 12.5)
+        assert started.wait(10.0)  # the redraw began, and the write had returned before it ends
+        assert drawn_on == ["progress-plot"] and not release.is_set()
+    finally:
+        release.set()
+        log.close()
+    assert drawn_on[-1] == threading.current_thread().name  # the final curve at close: drawn by the closer

@@ -1,6 +1,8 @@
 """A run's progress on disk: `progress.csv` (one row per stats period), `episodes.csv` (one row per stored
 episode; the columns of both are `user.learner.run_log`'s), TensorBoard event files under `tensorboard/`, and
-`learning_curve.png` (see `user.learner.curve`), redrawn every `plot_every_s` and at close. TensorBoard and
+`learning_curve.png` (see `user.learner.curve`), redrawn every `plot_every_s` on a thread of its own (a redraw
+takes seconds, and `write` runs on the node's stats timer, under the lock every callback of the node takes: drawn
+there, it held every robot's transitions and receipts that long) and at close. TensorBoard and
 matplotlib are optional: without them the CSVs are still written and the reason is logged once. None of these
 outputs can stop a run: a write that fails (a full disk, TensorBoard's writer thread dead) is logged once per
 output until it works again, never raised, and a broken TensorBoard writer is opened anew at the next write.
@@ -109,6 +111,11 @@ class ProgressLog:
         self._started = clock()
         self._plot_every_s = plot_every_s
         self._last_plot = time.monotonic()
+        self._plot_due = threading.Event()  # `write` asks the plotter thread for a redraw
+        self._plot_lock = threading.Lock()  # one redraw at a time (the plotter's, or the final one at close)
+        self._closing = False
+        self._plotter = threading.Thread(target=self._plot_loop, name="progress-plot", daemon=True)
+        self._plotter.start()
         self._outcomes: deque[tuple[int, int]] = deque()  # (episodes, successes) at each row, for the recent rate
         self._tb: Any = None
         self._tb_broken = False  # its last write failed: open a new writer (a new event file) before the next
@@ -254,8 +261,19 @@ class ProgressLog:
 
             self._tb_broken = not self._guarded("TensorBoard", lambda: self._write_tensorboard(tensorboard))
         if time.monotonic() - self._last_plot >= self._plot_every_s:
-            self._guarded("learning_curve.png", self.plot)
+            self._last_plot = time.monotonic()
+            self._plot_due.set()  # drawn on the plotter thread, not on the caller's
         return recent
+
+    def _plot_loop(self) -> None:
+        """The plotter thread: one redraw per request, until close."""
+        while True:
+            self._plot_due.wait()
+            self._plot_due.clear()
+            if self._closing:
+                return
+            with self._plot_lock:
+                self._guarded("learning_curve.png", self.plot)
 
     def _tensorboard(
         self,
@@ -297,7 +315,10 @@ class ProgressLog:
 
     def close(self) -> None:
         """The final curve, then every file closed; what fails is logged (a full disk must not fail the stop)."""
-        self._guarded("learning_curve.png", self.plot)
+        self._closing = True
+        self._plot_due.set()
+        with self._plot_lock:  # a redraw in progress ends first
+            self._guarded("learning_curve.png", self.plot)
         self._guarded(str(self.path), self._csv.close)
         self._guarded(str(self.episodes_path), self._episodes.close)
         if self._tb is not None:
