@@ -292,10 +292,10 @@ class RolloutNode(Node):
         )
 
     def destroy(self) -> None:
+        self.session.close()  # acting stops first: no action is published on a publisher the fleet closes below
         if self.fleet is not None:
             self.fleet.close()
         for claim in self._claims:
             claim.close()
-        self.session.close()
         self._resets.shutdown(wait=True, cancel_futures=True)  # a waiting reset sees the stop within STOP_POLL_S
         self.weights.close()
