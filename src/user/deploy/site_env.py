@@ -71,23 +71,18 @@ def owned_at(deployment: Deployment, site: str) -> list[Owned]:
     data too; its site is known only once it joins, so at every site its data is taken from it or from a
     neighbouring router, never from another node (another robot cannot forge it)."""
     site_of = {n.name: n.site for n in deployment.nodes}
-    owned = []
-    for topic, owner in sorted(owners(deployment).items()):
+
+    def toward(owner: str) -> frozenset[str]:  # the owner, and at another site the router on the path toward it
         hop = next_hop(deployment.sites, site, site_of[owner]) if deployment.sites else None
-        allowed = {owner} | ({ROUTER_IDENTITY.format(site=hop)} if hop else set())
-        owned.append(Owned(topic, frozenset(allowed)))
+        return frozenset({owner} | ({ROUTER_IDENTITY.format(site=hop)} if hop else set()))
+
     named = owners(deployment)
+    owned = [Owned(topic, toward(owner)) for topic, owner in sorted(named.items())]
     routers = {ROUTER_IDENTITY.format(site=other) for other in deployment.sites if other != site}
     for robot, learner in sorted(joining_robots(deployment).items()):
         for topic in ROBOT_OWNED:
             if f"/{robot}/{topic}" not in named:
                 owned.append(Owned(f"/{robot}/{topic}", frozenset({robot} | routers)))
         if f"/{robot}/episode_acks" not in named:
-            hop = next_hop(deployment.sites, site, site_of[learner]) if deployment.sites else None
-            owned.append(
-                Owned(
-                    f"/{robot}/episode_acks",
-                    frozenset({learner} | ({ROUTER_IDENTITY.format(site=hop)} if hop else set())),
-                )
-            )
+            owned.append(Owned(f"/{robot}/episode_acks", toward(learner)))
     return owned
