@@ -43,6 +43,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,17 @@ def robot_ids(n: int) -> list[str]:
 
 
 def deployment(
-    n: int, endpoint: str, run_dir: Path, rate_hz: float, episode_steps: int, *, fsync: str = "episode"
+    n: int,
+    endpoint: str,
+    run_dir: Path,
+    rate_hz: float,
+    episode_steps: int,
+    *,
+    fsync: str = "episode",
+    learner_params: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One learner, one rollout and `n` lock-step gym robots on a private router; `fsync`: the buffer's policy."""
+    """One learner, one rollout and `n` lock-step gym robots on a private router; `fsync`: the buffer's policy;
+    `learner_params`: the learner's settings changed, each `dotted.name=YAML value`."""
     robots = robot_ids(n)
     offered = n * (rate_hz or 100.0)  # not real time: about 100 steps/s per robot assumed for the publication cadence
     publish_every = max(1, round(offered * UPDATES_PER_STEP * PUBLISH_PERIOD_S))
@@ -92,6 +101,8 @@ def deployment(
         "pacing": {"updates_per_step": UPDATES_PER_STEP, "min_transitions": 200, "publish_every": publish_every},
         "buffer": {"storage": {"fsync": fsync}},
     }
+    for item in learner_params:
+        set_dotted(learner, item)
     rollout = {"robots": robots, "learning": LEARNING, "weights_publisher": "learner", "torch_threads": 1,
                "apply": "immediate"}  # fmt: skip
     nodes: list[dict[str, Any]] = [
@@ -148,9 +159,28 @@ def shares_over(before: dict[str, float], after: dict[str, float], span: float, 
     return out
 
 
+def set_dotted(params: dict[str, Any], item: str) -> None:
+    """Set `params[a][b]...` from `a.b...=VALUE` (VALUE read as YAML); `ValueError` for an item without `=`."""
+    name, sep, value = item.partition("=")
+    if not sep or not name:
+        raise ValueError(f"--learner-param {item!r}: expected NAME=VALUE")
+    *path, last = name.split(".")
+    for key in path:
+        params = params.setdefault(key, {})
+    params[last] = yaml.safe_load(value)
+
+
 def run_size(n: int, args: argparse.Namespace, workdir: Path) -> Point:
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    dep = deployment(n, endpoint, workdir / f"run_{n}", args.rate_hz, args.episode_steps, fsync=args.fsync)
+    dep = deployment(
+        n,
+        endpoint,
+        workdir / f"run_{n}",
+        args.rate_hz,
+        args.episode_steps,
+        fsync=args.fsync,
+        learner_params=args.learner_param,
+    )
     path = workdir / f"fleet_{n}.yaml"
     path.write_text(yaml.safe_dump(dep, sort_keys=False))
     robots = robot_ids(n)
@@ -291,7 +321,19 @@ def main(argv: list[str] | None = None) -> int:
         default="episode",
         help="the learner's buffer.storage.fsync (default episode, as shipped): what a stored episode waits for",
     )
+    parser.add_argument(
+        "--learner-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a learner setting changed (dotted name, YAML value; repeatable), e.g. tensorboard=false",
+    )
     args = parser.parse_args(argv)
+    try:
+        for item in args.learner_param:
+            set_dotted({}, item)
+    except ValueError as exc:
+        parser.error(str(exc))
     sizes = [int(s) for s in (args.sizes or ("1,2" if args.quick else "1,4,16,32")).split(",") if s.strip()]
     if not sizes or min(sizes) < 1:
         parser.error("--sizes: positive fleet sizes")
@@ -302,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"bench/fleet.py: Python {sys.version.split()[0]}, {cores} CPUs, sizes {sizes}, {args.rate_hz:g} Hz per robot "
         f"(0: not real time), {args.episode_steps}-step episodes, {args.window_s:g} s windows; training minimal "
-        f"({UPDATES_PER_STEP} gradient steps per transition), buffer fsync {args.fsync}; "
+        f"({UPDATES_PER_STEP} gradient steps per transition), buffer fsync {args.fsync}; learner settings changed: "
+        f"{', '.join(args.learner_param) or 'none'}; "
         f"load average at start {os.getloadavg()[0]:.2f}",
         flush=True,
     )
@@ -330,7 +373,15 @@ def dry_run(sizes: list[int], args: argparse.Namespace, workdir: Path) -> int:
     """Write each size's deployment and load it as `user bringup` would (every node's settings checked)."""
     for n in sizes:
         path = workdir / f"fleet_{n}.yaml"
-        shape = deployment(n, "tcp/127.0.0.1:7447", workdir, args.rate_hz, args.episode_steps, fsync=args.fsync)
+        shape = deployment(
+            n,
+            "tcp/127.0.0.1:7447",
+            workdir,
+            args.rate_hz,
+            args.episode_steps,
+            fsync=args.fsync,
+            learner_params=args.learner_param,
+        )
         path.write_text(yaml.safe_dump(shape))
         checked = load(path)
         check_node_params(checked, path)

@@ -114,3 +114,14 @@ def test_the_deployment_has_one_learner_and_one_rollout_for_every_robot(tmp_path
     assert dep["nodes"][0]["params"]["buffer"]["storage"]["fsync"] == "episode"  # as shipped, unless asked
     never = fleet.deployment(3, "tcp/127.0.0.1:1", tmp_path, 20.0, 50, fsync="never")
     assert never["nodes"][0]["params"]["buffer"]["storage"]["fsync"] == "never"
+
+
+def test_learner_settings_are_changed_by_dotted_name(tmp_path: Path) -> None:
+    fleet = load("fleet")
+    dep = fleet.deployment(
+        2, "tcp/127.0.0.1:1", tmp_path, 20.0, 50, learner_params=["tensorboard=false", "buffer.storage.fsync=never"]
+    )
+    learner = dep["nodes"][0]["params"]
+    assert learner["tensorboard"] is False and learner["buffer"]["storage"]["fsync"] == "never"
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        fleet.set_dotted({}, "tensorboard")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from test.buffer import factories as f
+from test.conftest import wait_until
 from test.learner.test_session import _learning
 from user.buffer.config import BufferConfig
 from user.interfaces.domain import Transition
@@ -21,16 +22,18 @@ from user.learner.session_config import SessionConfig
 pytestmark = pytest.mark.timeout(60)
 
 
-def _session(run: Path) -> LearningSession:
-    return LearningSession(
-        SessionConfig(
-            run_dir=str(run),
-            learning=_learning(),
-            pacing=PacingConfig(mode="sync", min_transitions=10_000),  # nothing trains: only counting is tested
-            buffer=BufferConfig(prefetch=0),
-            checkpoint_period_s=0.0,
-        )
+def _config(run: Path) -> SessionConfig:
+    return SessionConfig(
+        run_dir=str(run),
+        learning=_learning(),
+        pacing=PacingConfig(mode="sync", min_transitions=10_000),  # nothing trains: only counting is tested
+        buffer=BufferConfig(prefetch=0),
+        checkpoint_period_s=0.0,
     )
+
+
+def _session(run: Path) -> LearningSession:
+    return LearningSession(_config(run))
 
 
 def _rewarded(robot: str, episode_id: int, rewards: list[float], **kwargs: object) -> list[Transition]:
@@ -86,3 +89,31 @@ def test_a_resumed_session_shows_the_stored_episodes_at_once(tmp_path: Path) -> 
         resumed.close()
     assert (values["recent_return_mean"], values["last_return"]) == (-3.0, -1.0)
     assert (values["episodes/arm"], values["demos/arm"]) == (2.0, 0.0)  # counted over the whole run, not from 0
+
+
+def _episodes_then_rows(session: LearningSession) -> None:
+    for t in _rewarded("arm", 0, [1.0, 2.0]):
+        session.add(t)
+    for _ in range(3):
+        session.report()
+
+
+def test_tensorboard_and_the_curve_redraw_can_be_switched_off(tmp_path: Path) -> None:
+    """`tensorboard: false` writes no event files; `curve_period_s: 0` draws the curve only when the run ends."""
+    config = replace(_config(tmp_path), curve_period_s=0.001)
+    loud = LearningSession(replace(config, run_dir=str(tmp_path / "loud")))
+    try:
+        _episodes_then_rows(loud)
+        assert wait_until((tmp_path / "loud" / "learning_curve.png").exists, 30.0)
+        assert (tmp_path / "loud" / "tensorboard").is_dir()
+    finally:
+        loud.close()
+    quiet = LearningSession(replace(config, run_dir=str(tmp_path / "quiet"), tensorboard=False, curve_period_s=0.0))
+    try:
+        _episodes_then_rows(quiet)
+        assert (tmp_path / "quiet" / "progress.csv").exists()
+        assert not (tmp_path / "quiet" / "tensorboard").exists()
+        assert not (tmp_path / "quiet" / "learning_curve.png").exists()
+    finally:
+        quiet.close()
+    assert (tmp_path / "quiet" / "learning_curve.png").exists()  # drawn once, at the end

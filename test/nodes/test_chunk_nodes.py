@@ -97,11 +97,17 @@ def test_the_robot_plays_the_rollout_s_chunks_newest_first(make_bus: Callable[..
         chunks = sent.seen()
         seen = [t for t in transitions.seen() if t.episode_id == 0]
         last = 0
+        starts = {c.seq: c.start_step for c in chunks}
         for t in seen:
             seqs = _played_from(chunks, t.episode_id, t.step, t.action.data)
             assert seqs, f"step {t.step}: its action is no sent chunk's action for it"
             assert max(seqs) >= last, f"step {t.step}: played chunk {max(seqs)} after chunk {last}"
             last = max(seqs)
+            # what the robot played, stored with the transition: the chunk and the place in it
+            assert t.action.chunk_seq in seqs, f"step {t.step}: recorded chunk {t.action.chunk_seq}, played {seqs}"
+            assert t.action.chunk_index == t.step - starts[t.action.chunk_seq]
+        recorded = [t.action.chunk_seq for t in seen]
+        assert len({*recorded}) >= 3 and recorded == sorted(recorded)  # switched at least twice, never back
         feed = arm.chunks
         assert last >= 3 and feed is not None and feed.player.stats().switches >= 2
         assert all(c.actions.shape == (CHUNK, 7) and c.robot_id == robot for c in chunks)

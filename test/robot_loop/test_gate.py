@@ -98,3 +98,18 @@ def test_lockstep_consumes_each_intervention_once_and_wakes_the_wait() -> None:
     feeder.start()
     assert gate.wait_for_policy(0, 1, 5.0)  # an intervention ends the wait for the step-1 policy action
     feeder.join()
+
+
+def test_the_chunk_a_policy_action_was_played_from_goes_with_it_even_when_overridden() -> None:
+    clock = FakeClock()
+    gate = ActionGate(0.1, 0.2, clock)
+    played = Action("r", 0, 4, np.zeros(7, np.float32), policy_version=2, chunk_seq=3, chunk_index=1)
+    gate.feed_policy(played)
+    choice = gate.choose()
+    assert choice is not None and (choice.chunk_seq, choice.chunk_index, choice.policy_version) == (3, 1, 2)
+    gate.feed_intervention(_action(-0.25, source=SOURCE_HUMAN))
+    choice = gate.choose()
+    assert choice is not None and choice.intervened and (choice.chunk_seq, choice.chunk_index) == (3, 1)
+    clock.t += 0.15  # the policy action stale: the human's alone, from no chunk
+    choice = gate.choose()
+    assert choice is not None and (choice.chunk_seq, choice.chunk_index) == (0, 0)

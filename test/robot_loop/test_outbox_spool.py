@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from test.buffer import factories as f
+from test.interfaces.older import older_codec, older_transition_msg
 from user.interfaces.codec import Codec, default_codec
-from user.interfaces.domain import transition_to_msg
+from user.interfaces.domain import transition_from_msg, transition_to_msg
 from user.robot_loop.outbox import EpisodeOutbox, Resend
-from user.robot_loop.outbox_spool import OutboxSpool, SpoolError
+from user.robot_loop.outbox_spool import OutboxSpool, SpoolChannel, SpoolError, write_mcap
 
 
 class Clock:
@@ -237,3 +238,35 @@ def test_episodes_spooled_by_an_older_version_still_load(tmp_path: Path) -> None
     assert [e for e, _ in new.load()] == [7]
     new.remove(7)
     assert new.load() == []
+
+
+def _older_spool_file(spool: OutboxSpool, episode_id: int, older: Codec, steps: int) -> None:
+    """An episode as a version with `older`'s definitions spooled it (before an upgrade)."""
+    typename = "user/msg/Transition"
+    channel = SpoolChannel("/arm/transitions", typename, older.definition(typename))
+    raws = [older.encode(older_transition_msg(f.transition("arm", episode_id, k, steps), older)) for k in range(steps)]
+    with open(spool.path(episode_id), "wb") as stream:
+        write_mcap(stream, channel, raws)
+
+
+def test_episodes_spooled_before_a_message_changed_load_as_today_s_type(tmp_path: Path) -> None:
+    codec = default_codec()
+    spool = OutboxSpool.of(tmp_path / "arm.outbox", codec, "user/msg/Transition", "/arm/transitions")
+    _older_spool_file(spool, 5, older_codec(), 3)
+    loaded = spool.load()
+    assert [(e, [m.step for m in msgs]) for e, msgs in loaded] == [(5, [0, 1, 2])]
+    for msg in loaded[0][1]:  # today's type: re-sent with today's codec, chunk provenance at its default
+        back = transition_from_msg(codec.decode(codec.encode(msg, "user/msg/Transition"), "user/msg/Transition"))
+        assert (back.action.chunk_seq, back.action.chunk_index, back.episode_id) == (0, 0, 5)
+
+
+def test_a_spooled_episode_with_a_field_today_s_type_dropped_is_moved_aside(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    codec = default_codec()
+    spool = OutboxSpool.of(tmp_path / "arm.outbox", codec, "user/msg/Transition", "/arm/transitions")
+    _older_spool_file(spool, 6, older_codec(dropped=(), extra="uint32 retired_field\n"), 2)
+    with caplog.at_level(logging.ERROR):
+        assert spool.load() == []
+    assert [p.name for p in spool.directory.glob("*.unreadable")] == ["6.mcap.unreadable"]
+    assert "retired_field" in caplog.text

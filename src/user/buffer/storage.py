@@ -22,6 +22,7 @@ from user.buffer.config import StorageConfig
 from user.buffer.disk.camera_topics import attach, frame_count, read_frames
 from user.buffer.disk.directory import segment_path
 from user.buffer.disk.next_frames import is_elided, restore, successor_problem
+from user.buffer.disk.segment_schemas import segment_codec
 from user.buffer.disk.segments import TRANSITION_TYPE, Position, SegmentReader
 from user.buffer.errors import CorruptRecordError, IndexDamagedError, SegmentError, reindex_hint
 from user.buffer.index import Index
@@ -48,6 +49,7 @@ class DiskStorage:
         self._refresh_lock = threading.Lock()
         self._readers: OrderedDict[int, SegmentReader] = OrderedDict()
         self._segment_names: dict[int, str] = {}
+        self._codecs: dict[int, Codec] = {}  # per segment: the codec of the definitions it was written with
         self.disk_reads = 0
         self.on_commit: Callable[[Sequence[Transition]], None] | None = None  # told of each committed episode
         self.refresh()
@@ -166,7 +168,7 @@ class DiskStorage:
         segment_id, position = view.position(index)
         payload = self.read_payload(segment_id, position)
         try:
-            msg = self.codec.decode(payload, TRANSITION_TYPE)
+            msg = self.segment_codec(segment_id).decode(payload, TRANSITION_TYPE)
         except DecodeError as exc:
             path = str(self._path(segment_id))
             raise CorruptRecordError(path, position.offset, f"transition {index} does not decode: {exc}") from exc
@@ -184,6 +186,14 @@ class DiskStorage:
                 reader, position, t, self.codec, f"{t.robot_id}'s episode {t.episode_id} step {t.step}"
             )
         return attach(t, frames)
+
+    def segment_codec(self, segment_id: int) -> Codec:
+        """The codec of the definitions segment `segment_id` was written with (`self.codec` for every segment
+        written since its types last changed)."""
+        codec = self._codecs.get(segment_id)
+        if codec is None:
+            codec = self._codecs[segment_id] = segment_codec(self._path(segment_id), self.codec)
+        return codec
 
     def read_payload(self, segment_id: int, position: Position) -> bytes:
         """The CDR bytes at `position` of segment `segment_id`."""

@@ -121,6 +121,11 @@ def _base_from_data(basetype: str, value: Any, where: str) -> Any:
     return value
 
 
+def field_default(desc: Any, codec: Codec) -> Any:
+    """The ROS default (zero, empty) of a field described by `desc` (a typestore field description)."""
+    return _default(desc, codec)
+
+
 def _default(desc: Any, codec: Codec) -> Any:
     kind, detail = desc
     if kind == Nodetype.BASE:

@@ -119,6 +119,8 @@ class Action:
     intervened: bool = False  # a human action replaced the policy's
     source: int = 0  # one of user/msg/Action SOURCE_* (0 policy, 1 human, 2 scripted, 3 hold)
     policy_version: int = 0  # version of the policy that produced it (the one overridden, if intervened)
+    chunk_seq: int = 0  # seq of the action chunk the robot played it from (the one overridden); 0: not from a chunk
+    chunk_index: int = 0  # its place in that chunk (step - the chunk's start step)
 
 
 def action_to_msg(action: Action, codec: Codec) -> Any:
@@ -132,6 +134,8 @@ def action_to_msg(action: Action, codec: Codec) -> Any:
         intervened=bool(action.intervened),
         source=action.source,
         policy_version=action.policy_version,
+        chunk_seq=action.chunk_seq,
+        chunk_index=action.chunk_index,
     )
 
 
@@ -146,6 +150,9 @@ def action_from_msg(msg: Any) -> Action:
         intervened=bool(msg.intervened),
         source=int(msg.source),
         policy_version=int(msg.policy_version),
+        # a record written before chunk provenance (decoded with the definition it was written with) has neither
+        chunk_seq=int(getattr(msg, "chunk_seq", 0)),
+        chunk_index=int(getattr(msg, "chunk_index", 0)),
     )
 
 

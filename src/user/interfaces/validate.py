@@ -182,6 +182,8 @@ def check_action(
     check_integer(f"{field}.step", action.step, UINT32_MAX)
     check_integer(f"{field}.stamp_ns", action.stamp_ns, STAMP_MAX_NS)
     check_integer(f"{field}.policy_version", action.policy_version, UINT32_MAX)
+    check_integer(f"{field}.chunk_seq", action.chunk_seq, UINT32_MAX)
+    check_integer(f"{field}.chunk_index", action.chunk_index, UINT32_MAX)
     if action.source not in ACTION_SOURCES:
         raise InvalidMessageError(f"{field}.source", "is unknown", f"{action.source}")
     check_vector(f"{field}.data", action.data, length=dim, bounds=bounds)

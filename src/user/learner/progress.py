@@ -1,11 +1,12 @@
 """A run's progress on disk: `progress.csv` (one row per stats period), `episodes.csv` (one row per stored
-episode; the columns of both are `user.learner.run_log`'s), TensorBoard event files under `tensorboard/`, and
-`learning_curve.png` (see `user.learner.curve`), redrawn every `plot_every_s` on a thread of its own (a redraw
-takes seconds, and `write` runs on the node's stats timer, under the lock every callback of the node takes: drawn
-there, it held every robot's transitions and receipts that long) and at close. TensorBoard and
-matplotlib are optional: without them the CSVs are still written and the reason is logged once. None of these
-outputs can stop a run: a write that fails (a full disk, TensorBoard's writer thread dead) is logged once per
-output until it works again, never raised, and a broken TensorBoard writer is opened anew at the next write.
+episode; the columns of both are `user.learner.run_log`'s), TensorBoard event files under `tensorboard/` (unless
+`tensorboard=False`), and `learning_curve.png` (see `user.learner.curve`), redrawn every `plot_every_s` (inf: only
+at close) on a thread of its own (a redraw takes seconds, and `write` runs on the node's stats timer, under the
+lock every callback of the node takes: drawn there, it held every robot's transitions and receipts that long) and
+at close. TensorBoard and matplotlib are optional: without them the CSVs are still written and the reason is
+logged once. None of these outputs can stop a run: a write that fails (a full disk, TensorBoard's writer thread
+dead) is logged once per output until it works again, never raised, and a broken TensorBoard writer is opened
+anew at the next write.
 
 Steps are never ambiguous: `env_steps` counts transitions received from robots, `gradient_steps` the
 optimiser steps, `update_calls` the algorithm's update calls (each of `gradient_steps_per_update` steps).
@@ -93,6 +94,8 @@ class ProgressLog:
         plot_every_s: float = 30.0,
         index: Index | None = None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        tensorboard: bool = True,
     ) -> None:
         self.run_dir = run_dir
         self._index = index
@@ -124,7 +127,7 @@ class ProgressLog:
         # drawing the final curve at shutdown stays well inside the node's shutdown deadline
         threading.Thread(target=_preload_matplotlib, name="progress-preload", daemon=True).start()
         try:
-            self._tb = self._open_tensorboard()
+            self._tb = self._open_tensorboard() if tensorboard else None
         except Exception as exc:  # tensorboard not installed: CSV and PNG only
             _log.warning("no TensorBoard logs: %s", exc)
 

@@ -13,6 +13,7 @@ checkpoints together with them (`user.learner.rank_checkpoint`); a resume takes 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -102,7 +103,9 @@ class LearningSession:
         if self.rank is not None:
             self._ranked = self._start_ranks()
         self._last_report = (time.monotonic(), self.trainer.counters.gradient_steps)
-        self.progress = ProgressLog(run_dir, index=self.buffer.storage.index)  # episodes stored: shown
+        self.progress = ProgressLog(  # episodes stored: shown
+            run_dir, config.curve_period_s or math.inf, self.buffer.storage.index, tensorboard=config.tensorboard
+        )
 
     # ---- life -----------------------------------------------------------------------------------
 

@@ -37,6 +37,10 @@ class SessionConfig:
     speed: SpeedConfig = setting(SpeedConfig(), "GPU speed-ups: prefetch, bf16 autocast, channels-last, compile")
     ranks: RanksConfig = setting(RanksConfig(), "learner processes on this and other machines, started by torchrun")
     sync_train_timeout_s: float = setting(600.0, "sync mode: longest training phase, s", min=1.0)
+    curve_period_s: float = setting(
+        30.0, "learning_curve.png redrawn this often (on a thread of its own), s; 0: only when the run ends", min=0.0
+    )
+    tensorboard: bool = setting(True, "write the progress rows as TensorBoard scalars too (run_dir/tensorboard)")
 
 
 def learner_buffer_config(learning: LearningConfig, pacing: PacingConfig, buffer: BufferConfig) -> BufferConfig:

@@ -194,6 +194,8 @@ class ControlLoop:
             intervened=choice.intervened,
             source=source,
             policy_version=choice.policy_version,
+            chunk_seq=choice.chunk_seq,
+            chunk_index=choice.chunk_index,
         )
         terminated = score.terminated
         truncated = not terminated and (score.truncated or episode.step + 1 >= self.scorer.max_steps)

@@ -39,6 +39,8 @@ class GatedAction:
     source: int  # SOURCE_* of `data`
     policy_version: int  # version of the policy action used or overridden (0 when there was none)
     policy_data: npt.NDArray[np.float32] | None  # the policy's action (used or overridden), None if none was fresh
+    chunk_seq: int = 0  # the chunk the policy action was played from (used or overridden); 0: none, or no chunk
+    chunk_index: int = 0  # its place in that chunk
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class _Meta:
     step: int
     source: int
     policy_version: int
+    chunk_seq: int
+    chunk_index: int
 
 
 class ActionGate:
@@ -91,7 +95,8 @@ class ActionGate:
                 self.stale_policy_actions += 1
                 return
             self._policy.feed(np.asarray(action.data, dtype=np.float32), received_at)
-            self._policy_meta = _Meta(action.episode_id, action.step, action.source, action.policy_version)
+            a = action
+            self._policy_meta = _Meta(a.episode_id, a.step, a.source, a.policy_version, a.chunk_seq, a.chunk_index)
             self.policy_version = max(self.policy_version, action.policy_version)
             self._cond.notify_all()
 
@@ -135,12 +140,13 @@ class ActionGate:
             meta = self._policy_meta
             if human is not None and self.lockstep:
                 self._human.clear()
-        version = meta.policy_version if (meta is not None and policy is not None) else 0
+        fresh = meta if (meta is not None and policy is not None) else None
+        version, seq, index = (fresh.policy_version, fresh.chunk_seq, fresh.chunk_index) if fresh else (0, 0, 0)
         if human is not None:
-            return GatedAction(human, True, SOURCE_HUMAN, version, policy)
+            return GatedAction(human, True, SOURCE_HUMAN, version, policy, seq, index)
         if policy is None or meta is None:
             return None
-        return GatedAction(policy, False, meta.source, version, policy)
+        return GatedAction(policy, False, meta.source, version, policy, seq, index)
 
     def stale_reason(self, now: float | None = None) -> str:
         """Why `choose` returned None, for logs."""

@@ -29,6 +29,7 @@ from mcap.reader import make_reader
 from mcap.writer import CompressionType, Writer
 
 from user.interfaces.codec import Codec
+from user.interfaces.evolve import codec_for, migrate
 
 _LENGTH = struct.Struct("<I")
 SUFFIX = ".episode"  # length-framed messages
@@ -60,11 +61,15 @@ class OutboxSpool:
         encode: Callable[[Any], bytes],
         decode: Callable[[bytes], Any],
         channel: SpoolChannel | None = None,
+        decode_as_written: Callable[[bytes, str], Any] | None = None,
     ) -> None:
         self.directory = directory
         self.channel = channel
         self._encode = encode
         self._decode = decode
+        # an MCAP file written with another definition than `channel`'s (before an upgrade): its message from the
+        # bytes and that definition's text, as today's type
+        self._decode_as_written = decode_as_written
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -74,7 +79,20 @@ class OutboxSpool:
     def of(cls, directory: Path, codec: Codec, typename: str, topic: str) -> OutboxSpool:
         """A spool of `typename` messages published on `topic`, as MCAP files."""
         channel = SpoolChannel(topic, typename, codec.definition(typename))
-        return cls(directory, lambda m: codec.encode(m, typename), lambda raw: codec.decode(raw, typename), channel)
+        older: dict[str, Codec] = {}
+
+        def as_written(raw: bytes, text: str) -> Any:
+            if text not in older:
+                older[text] = codec_for({typename: ("ros2msg", text)}, codec)
+            return migrate(older[text].decode(raw, typename), older[text], codec)
+
+        return cls(
+            directory,
+            lambda m: codec.encode(m, typename),
+            lambda raw: codec.decode(raw, typename),
+            channel,
+            as_written,
+        )
 
     def path(self, episode_id: int) -> Path:
         return self.directory / f"{episode_id}{MCAP_SUFFIX if self.channel else SUFFIX}"
@@ -111,7 +129,11 @@ class OutboxSpool:
     def _read(self, path: Path) -> list[Any]:
         messages: list[Any] = []
         if path.suffix == MCAP_SUFFIX:
-            messages = [self._decode(raw) for raw in read_mcap(path)]
+            raws, text = read_mcap(path)
+            if self._decode_as_written is not None and self.channel is not None and text != self.channel.definition:
+                messages = [self._decode_as_written(raw, text) for raw in raws]
+            else:
+                messages = [self._decode(raw) for raw in raws]
             if not messages:
                 raise ValueError("no message")
             return messages
@@ -143,12 +165,15 @@ def write_mcap(stream: BinaryIO, channel: SpoolChannel, raws: Sequence[bytes]) -
     writer.finish()  # type: ignore[no-untyped-call]  # mcap leaves it unannotated
 
 
-def read_mcap(path: Path) -> list[bytes]:
-    """The messages of a spooled MCAP file, in order; `ValueError` when it does not read."""
+def read_mcap(path: Path) -> tuple[list[bytes], str]:
+    """The messages of a spooled MCAP file, in order, and the definition they were written with (its first
+    message's schema); `ValueError` when it does not read."""
     try:
         with open(path, "rb") as stream:
-            return [message.data for _, _, message in make_reader(stream).iter_messages(log_time_order=False)]
-    except (McapError, struct.error, EOFError) as exc:
+            found = list(make_reader(stream).iter_messages(log_time_order=False))
+            text = found[0][0].data.decode() if found and found[0][0] is not None else ""
+            return [message.data for _, _, message in found], text
+    except (McapError, struct.error, EOFError, UnicodeDecodeError) as exc:
         raise ValueError(f"not a readable MCAP file: {exc}") from exc
 
 

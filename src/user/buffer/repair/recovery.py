@@ -35,6 +35,7 @@ from user.buffer.config import StorageConfig
 from user.buffer.disk.directory import SEGMENTS_DIR, segment_path
 from user.buffer.disk.mcapscan import has_footer, scan_file
 from user.buffer.disk.metadata import METADATA_FILE, fsync_dir, write_metadata
+from user.buffer.disk.segment_schemas import segment_codec
 from user.buffer.disk.segment_writer import SegmentWriter
 from user.buffer.disk.segments import EVENT_TOPIC, TRANSITION_TOPIC, SegmentStats, segment_metadata
 from user.buffer.errors import BufferIndexError
@@ -199,8 +200,9 @@ def _recover_open(seg: SegmentRow, path: Path, tmp: Path, job: _Job, *, kept_in:
     for row in index.transitions(segment_id=seg.id):
         rows.setdefault(row.episode, []).append(row)
     chunk_bytes = max(1024, int(job.config.chunk_mb * 1024 * 1024))
-    writer = SegmentWriter(tmp, job.codec, chunk_bytes=chunk_bytes, fsync_episodes=False, fsync_close=True)
-    copy = copy_readable(path, episodes, rows, writer, job.codec)
+    codec = segment_codec(path, job.codec, salvage=True)  # the copy keeps the definitions its records were written with
+    writer = SegmentWriter(tmp, codec, chunk_bytes=chunk_bytes, fsync_episodes=False, fsync_close=True)
+    copy = copy_readable(path, episodes, rows, writer, codec)
     _account(seg, path, len(episodes), copy, job, kept_in=kept_in)
     if not copy.events:
         writer.abandon()

@@ -19,6 +19,7 @@ from typing import Any
 
 from user.buffer.disk.camera_topics import frame_count, frame_from_payload, frames_problem
 from user.buffer.disk.mcapscan import MESSAGE_PREFIX, MessageSpan, mapped, scan
+from user.buffer.disk.segment_schemas import segment_codec
 from user.buffer.disk.segments import (
     CAMERA_TOPIC_SUFFIX,
     EVENT_TOPIC,
@@ -181,6 +182,7 @@ def _row(span: MessageSpan, t: Transition) -> TransitionRow:
 
 def segment_episodes(path: Path, codec: Codec) -> SegmentEpisodes:
     """The whole episodes of the segment file `path` (see the module docstring)."""
+    codec = segment_codec(path, codec, salvage=True)
     with mapped(str(path)) as data:
         scanned = scan(data, expect_magic=True, check_crc=True, salvage=True)
         reader = _Reader(codec, data, {**WRITER_CHANNELS, **scanned.topics})

@@ -29,6 +29,7 @@ from user.buffer.disk.directory import SEGMENTS_DIR, segment_path
 from user.buffer.disk.mcapscan import ScanError, WholeRecords
 from user.buffer.disk.metadata import HUMBLE_VERSION, read_metadata
 from user.buffer.disk.next_frames import IN_NEXT_STEP
+from user.buffer.disk.segment_schemas import segment_codec
 from user.buffer.disk.segments import (
     EVENT_TOPIC,
     EVENT_TYPE,
@@ -165,6 +166,7 @@ def _check_positions(
     """Check each indexed message of one segment; returns how many camera frames its records wait for."""
     size = path.stat().st_size
     frames = 0
+    codec = segment_codec(path, codec, salvage=True)  # verify reports what does not decode, record by record
     with SegmentReader(path) as reader:
         elided: tuple[TransitionRow, list[str]] | None = None  # the row before, if its next frames are in this one
         for row in rows:

@@ -21,7 +21,7 @@ from user.bus.base import RELIABLE
 from user.interfaces.chunks import ChunkMessageError, chunk_from_msg
 from user.interfaces.domain import Action
 from user.interfaces.refusals import Refusals
-from user.robot_loop.chunk_player import Chunk, ChunkPlayer, ChunkPlayerError
+from user.robot_loop.chunk_player import Chunk, ChunkPlayer, ChunkPlayerError, PlayedAction
 from user.robot_loop.gate import SOURCE_POLICY, ActionGate
 
 if TYPE_CHECKING:
@@ -109,17 +109,19 @@ class ChunkFeed:
                 return False  # asked out of order: the control loop moved on
             if played is None:
                 return False
-            self.gate.feed_policy(self._action(episode_id, step, played.action, played.policy_version))
+            self.gate.feed_policy(self._action(episode_id, step, played))
             return True
 
-    def _action(self, episode_id: int, step: int, data: Any, version: int) -> Action:
+    def _action(self, episode_id: int, step: int, played: PlayedAction) -> Action:
         return Action(
             robot_id=self.robot_id,
             episode_id=episode_id,
             step=step,
-            data=np.asarray(data, dtype=np.float32),
+            data=np.asarray(played.action, dtype=np.float32),
             stamp_ns=0,
             intervened=False,
             source=SOURCE_POLICY,
-            policy_version=version,
+            policy_version=played.policy_version,
+            chunk_seq=played.seq,
+            chunk_index=played.index,
         )
