@@ -6,9 +6,14 @@ after `--cap-s`. Printed per task: its time to 80 % success from its learner's s
 its run directory the way `user report` reads it: the first online episode after which a full window of 20
 succeeded at 80 % or more), and the ratio together / alone (target <= 1.3).
 
-Run: python3 bench/multi_task.py [--cap-s 900] [--only alone|together] [--tasks peg,button] [--out DIR] [--keep]
-                                 [--json PATH]
-     python3 bench/multi_task.py --runs DIR   (only the figures of runs made before: DIR/<task>, DIR/together)
+With `--one-policy` "together" is config/multi_task_one_policy.yaml instead: ONE learner trains one policy
+conditioned on the task on both arms (its run stops once every task's last 20 online episodes reached 80 %), and
+each task's time to 80 % is read from that learner's episodes of the task.
+
+Run: python3 bench/multi_task.py [--cap-s 900] [--only alone|together] [--tasks peg,button] [--one-policy]
+                                 [--out DIR] [--keep] [--json PATH]
+     python3 bench/multi_task.py --runs DIR   (only the figures of runs made before: DIR/<task>, DIR/together or
+                                               DIR/one_policy)
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from user.report.run_dir import load_run
 from user.report.tasks import task_figures
 
 CONFIG = REPO / "config" / "multi_task.yaml"
+ONE_POLICY_CONFIG = REPO / "config" / "multi_task_one_policy.yaml"
 TARGET_RATIO = 1.3  # together / alone, per task
 TOGETHER = "together"
+ONE_POLICY = "one_policy"
 
 
 @dataclass
@@ -90,14 +97,30 @@ def deployment_for(tasks: list[str], cap_s: float) -> dict[str, Any]:
     return deployment
 
 
-def results(run: Path) -> list[TaskResult]:
-    """Each task's figures from the run directory `run` (the report's reading)."""
+def robot_tasks(deployment: dict[str, Any]) -> dict[str, str]:
+    """Learner run sub-directory (config/multi_task.yaml's task name) -> the task its robots do."""
+    does = {n["params"]["robot_id"]: n["params"]["task"] for n in deployment["nodes"] if n["kind"] == "robot"}
+    return {task_of(n): does[n["params"]["robots"][0]] for n in deployment["nodes"] if n["kind"] == "learner"}
+
+
+def one_policy_deployment(cap_s: float) -> dict[str, Any]:
+    """config/multi_task_one_policy.yaml, its learner stopping once every task reached 80 % (or at `cap_s`)."""
+    deployment: dict[str, Any] = yaml.safe_load(ONE_POLICY_CONFIG.read_text())
+    for node in deployment["nodes"]:
+        if node["kind"] == "learner":
+            node["params"]["stop_after"] = {"success_rate": 0.8, "wall_time_s": cap_s}
+    return deployment
+
+
+def results(run: Path, names: dict[str, str] | None = None) -> list[TaskResult]:
+    """Each task's figures from the run directory `run` (the report's reading); `names` renames tasks (a learner's
+    run sub-directory -> the task its robots do)."""
     found = []
     for task in report_data(load_run(run)).tasks:
         f = task_figures(task)
         found.append(
             TaskResult(
-                f.task,
+                (names or {}).get(f.task, f.task),
                 f.reached_s,
                 f.reached_episodes,
                 f.online_episodes,
@@ -166,8 +189,13 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, help="read the figures of runs made before (DIR/<task>, DIR/together)")
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument(
+        "--one-policy", action="store_true", help="together: one learner, one policy conditioned on the task"
+    )
     args = parser.parse_args()
-    tasks = sorted(task_nodes(yaml.safe_load(CONFIG.read_text())))
+    shipped = yaml.safe_load(CONFIG.read_text())
+    names = robot_tasks(shipped)
+    tasks = sorted(task_nodes(shipped))
     alone_tasks = args.tasks.split(",") if args.tasks else tasks
     unknown = sorted(set(alone_tasks) - set(tasks))
     if unknown:
@@ -177,10 +205,13 @@ def main() -> int:
         if args.only != TOGETHER:
             for task in alone_tasks:
                 run_deployment(deployment_for([task], args.cap_s), root / task, args.cap_s)
-        if args.only != "alone":
+        if args.only != "alone" and args.one_policy:
+            run_deployment(one_policy_deployment(args.cap_s), root / ONE_POLICY, args.cap_s)
+        elif args.only != "alone":
             run_deployment(deployment_for(tasks, args.cap_s), root / TOGETHER, args.cap_s)
-    alone = {r.task: r for task in tasks if (root / task).is_dir() for r in results(root / task)}
-    together = {r.task: r for r in results(root / TOGETHER)} if (root / TOGETHER).is_dir() else {}
+    alone = {r.task: r for task in tasks if (root / task).is_dir() for r in results(root / task, names)}
+    both = root / (ONE_POLICY if args.one_policy else TOGETHER)
+    together = {r.task: r for r in results(both, names)} if both.is_dir() else {}
     met = report(alone, together)
     if args.json:
         figures = {"alone": [asdict(r) for r in alone.values()], "together": [asdict(r) for r in together.values()]}

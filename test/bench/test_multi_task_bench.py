@@ -47,3 +47,18 @@ def test_the_figures_come_from_the_run_directory_and_decide_the_target(tmp_path:
     assert bench.report(alone, {"peg": found["peg"]})  # 1.27x: within 1.3x
     assert not bench.report({"peg": bench.TaskResult("peg", 290.0, 30, 40, 0.8, None, None)}, {"peg": found["peg"]})
     assert not bench.report(alone, found)  # button reached neither alone nor together
+
+
+def test_the_one_policy_run_passes_the_checks_and_its_tasks_match_the_alone_runs(tmp_path: Path) -> None:
+    bench = load("multi_task")
+    assert bench.robot_tasks(yaml.safe_load(bench.CONFIG.read_text())) == {
+        "peg": "peg_insertion",
+        "button": "button_press",
+    }
+    deployment = bench.one_policy_deployment(600.0)
+    learners = [n for n in deployment["nodes"] if n["kind"] == "learner"]
+    assert len(learners) == 1 and learners[0]["params"]["learning"]["tasks"] == ["peg_insertion", "button_press"]
+    assert learners[0]["params"]["stop_after"] == {"success_rate": 0.8, "wall_time_s": 600.0}
+    path = tmp_path / "one_policy.yaml"
+    path.write_text(yaml.safe_dump(deployment))
+    check_node_params(bind(load_deployment(path), tmp_path / "run"), path)

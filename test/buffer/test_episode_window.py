@@ -1,5 +1,5 @@
-"""The recent window of online episodes: figures per robot and pooled, demonstrations left out, and the same
-windows rebuilt from a buffer's index."""
+"""The recent window of online episodes: figures per robot, per task and pooled, demonstrations left out, and the
+same windows rebuilt from a buffer's index (a task's too, when its episodes are older than its robots' windows)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,16 @@ from user.buffer.episode_window import (
     latest_outcome,
     outcome,
     recent_outcomes,
+    stored_tasks,
     summarise,
 )
 from user.interfaces.domain import Transition
 
 
-def _outcome(robot: str, ret: float, *, steps: int = 10, success: bool = False, demo: bool = False) -> EpisodeOutcome:
-    return EpisodeOutcome(robot, 0, steps, ret, success, interventions=steps // 5, is_demo=demo)
+def _outcome(
+    robot: str, ret: float, *, steps: int = 10, success: bool = False, demo: bool = False, task: str = ""
+) -> EpisodeOutcome:
+    return EpisodeOutcome(robot, 0, steps, ret, success, interventions=steps // 5, is_demo=demo, task=task)
 
 
 def test_a_window_is_summarised_oldest_first() -> None:
@@ -56,29 +59,49 @@ def test_a_window_of_no_episodes_is_refused_and_of_one_holds_the_last() -> None:
     assert last is not None and (last.episodes, last.mean_return) == (1, 2.0)
 
 
-def _rewarded(robot: str, episode_id: int, rewards: list[float], **kwargs: object) -> list[Transition]:
+def test_windows_per_task_keep_the_latest_online_episodes_of_all_its_robots() -> None:
+    recent = RecentEpisodes(window=2)
+    recent.add(_outcome("a", 100.0, demo=True, task="peg"))
+    for robot, ret, task in [("a", 1.0, "peg"), ("b", 2.0, "peg"), ("a", 3.0, "button"), ("b", 5.0, "peg")]:
+        recent.add(_outcome(robot, ret, task=task, success=ret > 2.0))
+    tasks = recent.tasks()
+    assert list(tasks) == ["button", "peg"]
+    assert (tasks["peg"].episodes, tasks["peg"].mean_return, tasks["peg"].success_rate) == (2, 3.5, 0.5)
+    assert (tasks["button"].episodes, tasks["button"].last_return) == (1, 3.0)
+    assert RecentEpisodes(window=2, outcomes=[_outcome("a", 1.0, demo=True, task="peg")]).tasks() == {}
+
+
+def _rewarded(robot: str, episode_id: int, rewards: list[float], task: str, **kwargs: object) -> list[Transition]:
     steps = episode(robot, episode_id, len(rewards), images=False, **kwargs)
-    return [replace(t, reward=r) for t, r in zip(steps, rewards, strict=True)]
+    return [
+        replace(t, reward=r, observation=replace(t.observation, task=task)) for t, r in zip(steps, rewards, strict=True)
+    ]
 
 
 def test_the_index_gives_each_episodes_outcome_and_fills_the_same_windows(tmp_path: Path) -> None:
     fed = RecentEpisodes(window=3)
     with ReplayBuffer.open(tmp_path / "buf", BufferConfig(prefetch=0)) as buf:
         assert latest_outcome(buf.storage.index) is None and episode_counts(buf.storage.index) == {}
+        assert stored_tasks(buf.storage.index) == set()
         for e in range(9):
             robot = "left" if e % 3 else "right"
-            ts = _rewarded(robot, e, [0.5 * e, -1.0, 2.0], demo=e == 0, success=e % 2 == 1, intervened=e == 4)
+            task = "button" if e in (1, 2) else "peg"  # left's only: older than left's latest 3 (5, 7, 8)
+            ts = _rewarded(robot, e, [0.5 * e, -1.0, 2.0], task, demo=e == 0, success=e % 2 == 1, intervened=e == 4)
             number = buf.add_episode(ts)
             row = buf.storage.index.episode(number)
             assert row is not None
             got = outcome(row)
-            assert got == EpisodeOutcome(robot, e, 3, 0.5 * e + 1.0, e % 2 == 1, 3 * (e == 4), e == 0)
+            assert got == EpisodeOutcome(robot, e, 3, 0.5 * e + 1.0, e % 2 == 1, 3 * (e == 4), e == 0, task)
             assert latest_outcome(buf.storage.index) == got
             fed.add(got)
         assert buf.storage.index.episode(99) is None
         rebuilt = RecentEpisodes(window=3, outcomes=recent_outcomes(buf.storage.index, 3))
         assert episode_counts(buf.storage.index) == {"left": (6, 0), "right": (2, 1)}  # (online, demos)
+        assert stored_tasks(buf.storage.index) == {"button", "peg"}
     assert rebuilt.pooled() == fed.pooled() and rebuilt.robots() == fed.robots()
+    assert rebuilt.tasks() == fed.tasks() and list(fed.tasks()) == ["button", "peg"]
+    button = fed.tasks()["button"]
+    assert (button.episodes, button.mean_return, button.success_rate) == (2, 0.5 * 1.5 + 1.0, 0.5)
     pooled = fed.pooled()
     assert pooled is not None and pooled.last_return == 0.5 * 8 + 1.0
     assert pooled.mean_return == pytest.approx(0.5 * (6 + 7 + 8) / 3 + 1.0)  # episodes 6, 7, 8 of both robots

@@ -122,7 +122,7 @@ def test_column_rows_counts_and_next_numbers(tmp_path: Path) -> None:
     index = _filled(tmp_path)
     expected = [
         (r.index, r.segment_id, r.offset, r.length, r.episode, r.step, r.policy_version, r.wall_ns, r.reward,
-         int(r.is_demo), int(r.intervened), int(r.terminated or r.truncated), int(r.success))
+         int(r.is_demo), int(r.intervened), int(r.terminated or r.truncated), int(r.success), r.task)
         for r in ALL_ROWS
     ]  # fmt: skip
     assert index.column_rows(0) == expected

@@ -141,3 +141,13 @@ def test_a_deployment_without_a_learner_is_not_tied_to_one(tmp_path: Path) -> No
 
 def test_a_rollout_taking_weights_over_the_link_is_not_held_to_the_weights_topic(tmp_path: Path) -> None:
     _check(tmp_path, _set("rollout_peg", weights_from="link", weights_topic="/policy/weights"))
+
+
+def test_the_shipped_one_policy_deployment_passes_and_a_robot_of_another_task_is_refused(tmp_path: Path) -> None:
+    config = "multi_task_one_policy.yaml"
+    _check(tmp_path, lambda nodes: None, config)
+
+    def edit(nodes: dict[str, dict[str, Any]]) -> None:
+        nodes["franka_right"]["task"] = "pick_place"
+
+    _refused(tmp_path, edit, "robot 'franka_right' does task 'pick_place'", "learner 'learner'", config=config)

@@ -1,20 +1,25 @@
 """What a run writes about its progress: episode returns, lengths, success and interventions of the latest
-online episodes in progress.csv and TensorBoard (per robot and pooled), every episode in episodes.csv, gradient
-steps named as such, and a progress.csv of an older version continued without losing a row."""
+online episodes in progress.csv and TensorBoard (per robot and pooled, and per task once one policy trains on two
+or more), every episode in episodes.csv with its task, gradient steps named as such, and a progress.csv and an
+episodes.csv of an older version continued without losing a row."""
 
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from test.buffer.factories import episode
+from user.buffer import BufferConfig, ReplayBuffer
 from user.buffer.episode_window import EpisodeOutcome
+from user.interfaces.domain import Transition
 from user.learner.checkpoint import LearnerCounters
 from user.learner.csv_log import read_rows
 from user.learner.progress import ProgressLog
-from user.learner.run_log import PROGRESS_COLUMNS
+from user.learner.run_log import EPISODE_COLUMNS, PROGRESS_COLUMNS, read_episodes
 from user.learner.trainer import TrainerCounters
 
 TRAINER = TrainerCounters(update_calls=5, gradient_steps=40, busy_s=1.0, idle_s=1.0, last={"critic_loss": 0.5})
@@ -191,3 +196,114 @@ def test_outputs_that_fail_never_stop_the_run_and_come_back(
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
     assert [e.step for e in events.Scalars("progress/gradient_steps")] == [1, 2, 10]  # a new writer from write 2 on
+
+
+def _events(run_dir: Path) -> EventAccumulator:
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    return events
+
+
+def _feed_tasks(log: ProgressLog) -> None:
+    """arm on peg: -4 (a success), -2; cart on button: a demo (99, left out), then 6 with 3 interventions."""
+    log.episode(_outcome("arm", 0, -4.0, task="peg", success=True), env_steps=10, wall=log.run_start + 1.0)
+    log.episode(_outcome("cart", 0, 99.0, task="button", is_demo=True), env_steps=20, wall=log.run_start + 2.0)
+    log.episode(_outcome("cart", 1, 6.0, task="button", interventions=3), env_steps=30, wall=log.run_start + 3.0)
+    log.episode(_outcome("arm", 1, -2.0, task="peg", steps=20), env_steps=50, wall=log.run_start + 4.0)
+
+
+def test_each_episode_row_says_its_task(tmp_path: Path) -> None:
+    log = ProgressLog(tmp_path, plot_every_s=1e9)
+    try:
+        _feed_tasks(log)
+    finally:
+        log.close()
+    rows = read_rows(tmp_path / "episodes.csv")
+    assert [(r["robot_id"], r["task"], r["episode_id"]) for r in rows] == [
+        ("arm", "peg", "0"),
+        ("cart", "button", "0"),
+        ("cart", "button", "1"),
+        ("arm", "peg", "1"),
+    ]
+
+
+def test_with_two_tasks_each_tasks_window_is_given_and_in_tensorboard(tmp_path: Path) -> None:
+    log = ProgressLog(tmp_path, plot_every_s=1e9)
+    try:
+        log.episode(_outcome("arm", 0, -6.0, task="peg", steps=30), env_steps=5, wall=log.run_start + 0.5)
+        assert log.task_figures() == {}  # one task: its window is the pooled one
+        log.write(1000.0, TRAINER, LearnerCounters(env_steps=10, episodes=1), 10, 1.0)
+        log.episode(_outcome("cart", 0, 99.0, task="button", is_demo=True), env_steps=20, wall=log.run_start + 2.0)
+        assert list(log.task_figures()) == ["peg"]  # two tasks stored (one a demo): button has no window yet
+        _feed_tasks(log)
+        tasks = log.task_figures()
+        log.write(1001.0, TRAINER, LearnerCounters(env_steps=50, episodes=6), 50, 12.5)
+    finally:
+        log.close()
+    assert list(tasks) == ["button", "peg"]
+    assert (tasks["peg"].episodes, tasks["peg"].mean_return, tasks["peg"].success_rate) == (3, -4.0, 1 / 3)
+    assert (tasks["button"].episodes, tasks["button"].mean_interventions) == (1, 3.0)
+    events = _events(tmp_path)
+    assert [(e.step, e.value) for e in events.Scalars("episodes/task/peg/return_mean")] == [(50, -4.0)]
+    assert [(e.step, e.value) for e in events.Scalars("episodes/task/peg/length_mean")] == [(50, 20.0)]
+    assert [(e.step, e.value) for e in events.Scalars("episodes/task/button/last_return")] == [(50, 6.0)]
+    assert [e.step for e in events.Scalars("episodes/pooled/return_mean")] == [10, 50]
+
+
+def test_with_one_task_nothing_per_task_is_written(tmp_path: Path) -> None:
+    log = ProgressLog(tmp_path, plot_every_s=1e9)
+    try:
+        _feed(log)  # every episode of task ""
+        log.write(1001.0, TRAINER, LearnerCounters(env_steps=50, episodes=4), 50, 12.5)
+        assert log.task_figures() == {}
+    finally:
+        log.close()
+    scalars = _events(tmp_path).Tags()["scalars"]
+    assert "episodes/pooled/return_mean" in scalars and "episodes/robot/arm/return_mean" in scalars
+    assert [t for t in scalars if t.startswith("episodes/task/")] == []
+
+
+OLD_EPISODE_COLUMNS = [c for c in EPISODE_COLUMNS if c != "task"]
+
+
+def test_an_episodes_csv_of_an_older_version_is_continued_under_todays_columns(tmp_path: Path) -> None:
+    path = tmp_path / "episodes.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(OLD_EPISODE_COLUMNS)
+        writer.writerow(["900.000", "100.000", "7", "arm", "3", "7", "-1.5", "1", "0", "0"])
+    log = ProgressLog(tmp_path, plot_every_s=1e9)
+    try:
+        log.episode(_outcome("arm", 4, 2.0, task="peg"), env_steps=9, wall=log.run_start + 1.0)
+    finally:
+        log.close()
+    with open(path, newline="", encoding="utf-8") as f:
+        assert next(csv.reader(f)) == list(EPISODE_COLUMNS)
+    table = read_episodes(tmp_path)
+    assert table.problems == []
+    assert [(r.robot_id, r.task, r.episode_id, r.episode_return, r.success) for r in table.rows] == [
+        ("arm", "", 3, -1.5, True),  # not recorded then
+        ("arm", "peg", 4, 2.0, False),
+    ]
+
+
+def _tasked(robot: str, episode_id: int, task: str, *, demo: bool = False) -> list[Transition]:
+    steps = episode(robot, episode_id, 3, images=False, demo=demo, success=not demo)
+    return [replace(t, observation=replace(t.observation, task=task)) for t in steps]
+
+
+def test_a_resumed_run_has_its_tasks_windows_from_the_buffer_at_once(tmp_path: Path) -> None:
+    with ReplayBuffer.open(tmp_path / "buffer", BufferConfig(prefetch=0)) as buf:
+        buf.add_episode(_tasked("arm", 0, "peg"))
+        buf.add_episode(_tasked("cart", 0, "button", demo=True))
+        log = ProgressLog(tmp_path, plot_every_s=1e9, index=buf.storage.index, tensorboard=False)
+        try:
+            figures = log.task_figures()
+            buf.add_episode(_tasked("cart", 1, "button"))
+            log.episode_stored(env_steps=9)
+            after = log.task_figures()
+        finally:
+            log.close()
+    assert list(figures) == ["peg"] and figures["peg"].success_rate == 1.0  # two tasks stored: peg's window
+    assert list(after) == ["button", "peg"] and after["button"].episodes == 1
+    assert [(r.robot_id, r.task, r.env_steps) for r in read_episodes(tmp_path).rows] == [("cart", "button", 9)]

@@ -1,8 +1,9 @@
 """A run's log files: their columns in the order written; read back as typed rows (what the learner's ProgressLog
 writes reads back whole; a missing or empty file is an empty table; a row that cannot be read is skipped and named
-by file, line and column, the rest kept; a progress.csv of an older version (`updates_per_s`) still reads); and the
-learning curve over episodes.csv: return and success of the latest online episodes per robot and of all robots,
-against env steps and wall time, and where the demonstrations end."""
+by file, line and column, the rest kept; a progress.csv of an older version (`updates_per_s`) and an episodes.csv
+without its task column still read); and the learning curve over episodes.csv: return and success of the latest
+online episodes per robot, per task (when there are several) and of all robots, against env steps and wall time,
+and where the demonstrations end."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ from user.learner.run_log import (
 from user.learner.trainer import TrainerCounters
 
 EPISODE_HEADER = (
-    "wall_time,elapsed_s,env_steps,robot_id,episode_id,steps,episode_return,success,interventions,is_demo\n"
+    "wall_time,elapsed_s,env_steps,robot_id,task,episode_id,steps,episode_return,success,interventions,is_demo\n"
 )
+OLD_EPISODE_HEADER = EPISODE_HEADER.replace("task,", "")  # episodes.csv before it said each episode's task
 RUN_START = 1000.0
 
 
@@ -53,9 +55,9 @@ def test_the_columns_are_those_written_in_the_order_written() -> None:
 def test_rows_the_learner_writes_read_back_whole(tmp_path: Path) -> None:
     log = ProgressLog(tmp_path, plot_every_s=1e9)
     outcomes = [
-        _outcome("arm", 0, 9.5, is_demo=True),
-        _outcome("arm", 1, -4.25, interventions=3),
-        _outcome("cart", 0, 6.0, success=True, steps=7),
+        _outcome("arm", 0, 9.5, is_demo=True, task="peg"),
+        _outcome("arm", 1, -4.25, interventions=3, task="peg"),
+        _outcome("cart", 0, 6.0, success=True, steps=7, task="button, v2"),  # a comma: quoted
     ]
     try:
         log.write(1000.0, TrainerCounters(), LearnerCounters(), 0, 0.0)  # before any episode: empty window cells
@@ -94,11 +96,11 @@ def test_a_missing_file_is_an_empty_table_that_says_so(tmp_path: Path) -> None:
 def test_a_malformed_row_is_named_by_file_line_and_column_and_the_others_are_kept(tmp_path: Path) -> None:
     (tmp_path / "episodes.csv").write_text(
         EPISODE_HEADER
-        + "10.0,1.0,15,arm,0,15,-1.5,0,0,1\n"
-        + "11.0,2.0,30,arm,1,15,oops,0,0,0\n"  # line 3: not a number
-        + "12.0,3.0,45,arm,2,15,-2.5,yes,0,0\n"  # line 4: not a 0/1 flag
-        + "13.0,4.0,60,arm,3,15,-3.5,1,2,0\n"
-        + "14.0,5.0,75,arm,4,15,-4"  # line 6: cut mid-row (a run killed while writing)
+        + "10.0,1.0,15,arm,peg,0,15,-1.5,0,0,1\n"
+        + "11.0,2.0,30,arm,peg,1,15,oops,0,0,0\n"  # line 3: not a number
+        + "12.0,3.0,45,arm,peg,2,15,-2.5,yes,0,0\n"  # line 4: not a 0/1 flag
+        + "13.0,4.0,60,arm,peg,3,15,-3.5,1,2,0\n"
+        + "14.0,5.0,75,arm,peg,4,15,-4"  # line 6: cut mid-row (a run killed while writing)
     )
     table = read_episodes(tmp_path)
     assert [r.episode_id for r in table.rows] == [0, 3]
@@ -110,7 +112,7 @@ def test_a_malformed_row_is_named_by_file_line_and_column_and_the_others_are_kep
 
 
 def test_bytes_that_are_not_utf8_are_read_as_replacement_characters(tmp_path: Path) -> None:
-    (tmp_path / "episodes.csv").write_bytes(EPISODE_HEADER.encode() + b"10.0,1.0,15,arm\xff,0,15,-1.5,0,0,0\r\n")
+    (tmp_path / "episodes.csv").write_bytes(EPISODE_HEADER.encode() + b"10.0,1.0,15,arm\xff,,0,15,-1.5,0,0,0\r\n")
     (row,) = read_episodes(tmp_path).rows
     assert row.robot_id == "arm\ufffd"
 
@@ -118,10 +120,10 @@ def test_bytes_that_are_not_utf8_are_read_as_replacement_characters(tmp_path: Pa
 def test_a_file_the_csv_reader_gives_up_on_keeps_the_rows_before_and_says_why(tmp_path: Path) -> None:
     (tmp_path / "episodes.csv").write_text(
         EPISODE_HEADER
-        + "10.0,1.0,15,arm,0,15,-1.5,0,0,0\n"
+        + "10.0,1.0,15,arm,peg,0,15,-1.5,0,0,0\n"
         + "11.0,2.0,30,"
         + "x" * 200_000
-        + ",1,15,-2.5,0,0,0\n"  # a cell over the csv module's size limit
+        + ",peg,1,15,-2.5,0,0,0\n"  # a cell over the csv module's size limit
     )
     table = read_episodes(tmp_path)
     assert [r.episode_id for r in table.rows] == [0]
@@ -134,6 +136,17 @@ def test_parse_episode_raises_a_typed_error_naming_where(tmp_path: Path) -> None
     row["env_steps"] = "1.5"
     with pytest.raises(MalformedRowError, match=r"^here line 9: column 'env_steps': '1.5' is not an integer$"):
         parse_episode(row, "here line 9")
+
+
+def test_an_older_episodes_file_reads_with_no_task_and_a_row_cut_before_its_task_is_named(tmp_path: Path) -> None:
+    (tmp_path / "episodes.csv").write_text(OLD_EPISODE_HEADER + "10.0,1.0,15,arm,0,15,-1.5,1,2,0\n")
+    (row,) = read_episodes(tmp_path).rows
+    assert row == EpisodeRow(wall_time=10.0, elapsed_s=1.0, env_steps=15, robot_id="arm", task="", episode_id=0,
+                             steps=15, episode_return=-1.5, success=True, interventions=2, is_demo=False)  # fmt: skip
+    (tmp_path / "episodes.csv").write_text(EPISODE_HEADER + "10.0,1.0,15,arm,peg,0,15,-1.5,1,2,0\n11.0,2.0,30,arm\n")
+    table = read_episodes(tmp_path)
+    assert [r.task for r in table.rows] == ["peg"]
+    assert table.problems == ["episodes.csv line 3: column 'task' is missing (the row ends early)"]
 
 
 def test_an_older_progress_file_reads_under_todays_names(tmp_path: Path) -> None:
@@ -155,9 +168,12 @@ def test_a_malformed_progress_row_is_named_by_file_line_and_column(tmp_path: Pat
     assert table.problems == ["progress.csv line 3: column 'env_steps': 'x' is not an integer"]
 
 
-def _line(env_steps: int, elapsed: float, robot: str, ret: float, *, success: int = 0, demo: int = 0) -> str:
+def _line(
+    env_steps: int, elapsed: float, robot: str, ret: float, *, success: int = 0, demo: int = 0, task: str = "peg"
+) -> str:
     """A line of episodes.csv."""
-    return ",".join(map(str, (RUN_START + elapsed, elapsed, env_steps, robot, 0, 5, ret, success, 0, demo))) + "\r\n"
+    cells = (RUN_START + elapsed, elapsed, env_steps, robot, task, 0, 5, ret, success, 0, demo)
+    return ",".join(map(str, cells)) + "\r\n"
 
 
 def test_the_curve_has_a_line_per_robot_and_for_all_robots_and_marks_where_demos_end(tmp_path: Path) -> None:
@@ -222,3 +238,31 @@ def test_the_demos_end_at_the_latest_demonstration_and_the_window_is_the_recent_
     data = curves([*EPISODES, again])
     assert data.demo_end == CurvePoint(10, 50.0) and data.window == RECENT_EPISODES
     assert data.series[-1].label == "all robots"
+
+
+TASK_EPISODES = [
+    replace(_episode("arm", 0, 10, 50.0, is_demo=True, success=True), task="peg"),
+    replace(_episode("arm", 1, 20, -4.0, success=True), task="peg"),
+    replace(_episode("cart", 0, 30, 6.0), task="button"),
+    replace(_episode("arm", 2, 40, -2.0), task="peg"),
+    replace(_episode("arm", 3, 50, 8.0, success=True), task="button"),  # a robot that changed task
+]
+
+
+def test_episodes_of_several_tasks_have_a_series_per_task_between_the_robots_and_all_robots() -> None:
+    data = curves(TASK_EPISODES, window=2)
+    assert [s.label for s in data.series] == ["arm", "cart", "task button", "task peg", POOLED]
+    assert [s.task for s in data.series] == [None, None, "button", "peg", None]
+    _, _, button, peg, pooled = data.series
+    assert [a.env_steps for a in peg.at] == [20, 40] and peg.mean_return == [-4.0, -3.0]
+    assert peg.success_rate == [1.0, 0.5]
+    assert [a.env_steps for a in button.at] == [30, 50] and button.mean_return == [6.0, 7.0]
+    assert button.success_rate == [0.0, 0.5]
+    assert pooled.mean_return == [-4.0, 1.0, 2.0, 3.0]  # every task's: the latest 2 online episodes of all robots
+
+
+def test_a_demonstration_of_a_second_task_is_enough_for_series_per_task() -> None:
+    """Demonstrations show which tasks the policy is trained on; the task with none online has no series yet."""
+    data = curves([*TASK_EPISODES[:2], replace(TASK_EPISODES[2], is_demo=True)], window=2)  # button: a demo only
+    assert [s.label for s in data.series] == ["arm", "task peg", POOLED]
+    assert [s.label for s in curves([*TASK_EPISODES[:2], TASK_EPISODES[3]], window=2).series] == ["arm", POOLED]

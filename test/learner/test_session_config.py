@@ -10,6 +10,7 @@ import pytest
 from test.learner.test_session import BATCH, _learning
 from user.algorithms.hg_dagger import HGDaggerConfig
 from user.buffer.config import BufferConfig, SamplerConfig
+from user.config.strict import ConfigError
 from user.learner.config import PacingConfig
 from user.learner.session_config import learner_buffer_config
 
@@ -35,3 +36,15 @@ def test_async_limits_samples_per_insert_to_the_ratio_and_sync_sizes_phases_itse
     assert live.rate_limiter.error_buffer == max(buffer.rate_limiter.error_buffer, BATCH)
     phased = learner_buffer_config(learning, PacingConfig(mode="sync", updates_per_step=2.0), buffer)
     assert phased.rate_limiter.samples_per_insert == 0.0 and phased.prefetch == 0
+
+
+def test_balanced_tasks_keep_the_algorithm_s_rule_within_each_task() -> None:
+    """`balance_tasks` and its settings pass through the algorithm's `auto`: RLPD's demo share applies within each
+    task, SAC's auto stays (demo_ratio within tasks), HG-DAgger's intervention sampler cannot be split."""
+    chosen = BufferConfig(sampler=SamplerConfig(balance_tasks=True, task_floor=0.3, task_window=5))
+    rlpd = learner_buffer_config(_learning("rlpd"), PacingConfig(), chosen).sampler
+    assert rlpd == replace(chosen.sampler, kind="demo_ratio", demo_ratio=0.25)  # floor and window kept
+    assert learner_buffer_config(_learning("sac"), PacingConfig(), chosen).sampler == chosen.sampler
+    hg_dagger = replace(_learning("hg_dagger"), hg_dagger=HGDaggerConfig())
+    with pytest.raises(ConfigError, match="balance_tasks: the 'intervention' sampler cannot be split among tasks"):
+        learner_buffer_config(hg_dagger, PacingConfig(), chosen)

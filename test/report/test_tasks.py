@@ -1,16 +1,18 @@
 """A run with one learner per task (issue 36, item 4): the report finds each learner's directory, shows the tasks
 side by side with each one's time to 80 % success (counted only once the recent window is full), writes each
-task's own report and links it, and does not call the learners' files missing at the top."""
+task's own report and links it, and does not call the learners' files missing at the top. A run with one learner
+trained on several tasks: its episodes split by task, shown side by side in the same way, within its own report."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from user.learner.csv_log import CsvLog
-from user.learner.run_log import EPISODE_COLUMNS, EPISODES_CSV
+from user.learner.run_log import EPISODE_COLUMNS, EPISODES_CSV, POOLED
 from user.report.overview import report_data
 from user.report.run_dir import load_run
-from user.report.tasks import reached_s, task_figures
+from user.report.tasks import TaskFigures, reached_s, task_figures
 from user.report.write import write_report
 from user.runtime.status import write_status
 
@@ -89,3 +91,64 @@ def test_the_report_shows_the_tasks_side_by_side_and_links_each_tasks_own(tmp_pa
         own = (run / task / "report.html").read_text()
         assert f"<td>{robot}</td>" in own and '<section id="learning-curves">' in own
     assert any(line.startswith("peg: progress.csv is missing") for line in files.notes), files.notes
+
+
+def _one_learner_run(tmp_path: Path) -> Path:
+    """One learner's episodes.csv, a row every 10 s: demonstrations of peg and button, then online episodes of
+    peg (franka_left) and button (franka_right) in turn. Peg: 10 successes, 10 failures, 20 successes: its window
+    of 20 first holds 16 successes at its online episode 36, row 2 * 36 + 2 (from 0): 750 s. Button: 4 failures,
+    then successes: 16 of its first 20 (a full window), row 2 * 20 + 3: 440 s."""
+    run = tmp_path / "one_learner"
+    run.mkdir()
+    (run / "deployment.yaml").write_text("name: one_learner\nnodes: []\n")
+    peg = [True] * 10 + [False] * 10 + [True] * 20
+    button = [False] * 4 + [True] * 36
+    rows = [("franka_left", "peg", True, True), ("franka_right", "button", True, True)] * 2
+    for p, b in zip(peg, button, strict=True):
+        rows += [("franka_left", "peg", p, False), ("franka_right", "button", b, False)]
+    log = CsvLog(run / EPISODES_CSV, EPISODE_COLUMNS)
+    for i, (robot, task, success, demo) in enumerate(rows):
+        log.append(
+            {
+                "wall_time": f"{START + 10.0 * (i + 1):.3f}",
+                "elapsed_s": f"{10.0 * (i + 1):.3f}",
+                "env_steps": 50 * (i + 1),
+                "robot_id": robot,
+                "task": task,
+                "episode_id": i,
+                "steps": 50,
+                "episode_return": "1.0",
+                "success": int(success),
+                "interventions": 0,
+                "is_demo": int(demo),
+            }
+        )
+    log.close()
+    return run
+
+
+def test_one_learners_episodes_of_two_tasks_are_each_tasks_with_its_time_to_success(tmp_path: Path) -> None:
+    data = report_data(load_run(_one_learner_run(tmp_path)))
+    assert not data.learner_per_task and [t.name for t in data.tasks] == ["button", "peg"]
+    assert [s.label for s in data.curves.series] == ["franka_left", "franka_right", "task button", "task peg", POOLED]
+    button, peg = (task_figures(t) for t in data.tasks)
+    assert peg == TaskFigures("peg", "franka_left", 40, 2, 1.0, 750.0, 36, None, None)
+    assert button == TaskFigures("button", "franka_right", 40, 2, 1.0, 440.0, 20, None, None)
+    assert all(t.tasks == [] for t in data.tasks)
+
+
+def test_one_learners_report_shows_its_tasks_side_by_side_within_its_own_sections(tmp_path: Path) -> None:
+    run = _one_learner_run(tmp_path)
+    files = write_report(run)
+    page = files.html.read_text()
+    assert re.findall(r'<section id="([a-z-]+)">', page) == [
+        "overview", "missing", "learning-curves", "tasks", "robots", "pipeline", "buffer", "nodes", "configuration",
+    ]  # fmt: skip
+    tasks = page.split('<section id="tasks">', 1)[1].split("</section>", 1)[0]
+    assert (
+        "<td>peg</td><td>franka_left</td><td>40 online, 2 demonstrations</td><td>100%</td><td>750 s</td>"
+        "<td class=n>36</td><td>-</td><td>-</td>" in tasks
+    ), tasks
+    assert "<td>button</td><td>franka_right</td>" in tasks and "<td>440 s</td><td class=n>20</td>" in tasks
+    assert "One learner trains one policy on every task" in tasks and "<a href" not in tasks
+    assert sorted(p.name for p in run.iterdir()) == ["deployment.yaml", "episodes.csv", "report.html", "report.png"]

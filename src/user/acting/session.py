@@ -76,7 +76,7 @@ class ActingSession:
         self.weights = weights
         self.log = log or logging.getLogger("user.acting.session")
         self.refusals = Refusals(self.log)  # observations refused, actions not sent (see user.interfaces.validate)
-        self.selector = config.learning.state_selector()
+        self.policy_state = config.learning.policy_state()  # selected, or conditioned on the robot's task
         device = resolve_device(config.device)  # a GPU that is not there is a ConfigError here
         self.policies = PinnedPolicies(
             lambda: config.learning.build_policy().to(device), weights, immediate=config.apply == "immediate"
@@ -177,7 +177,7 @@ class ActingSession:
                 self.skipped += 1
                 continue
             try:
-                state = self.selector.select(obs.state, obs.state_names)
+                state = self.policy_state.of(obs)
             except StateSelectionError as exc:
                 self.skipped += 1
                 self._warn_once(obs.robot_id, f"cannot act for {obs.robot_id}: {exc}")

@@ -5,9 +5,10 @@ beside them, a FIFO cache of decoded transitions in front; Storage / Sampler / W
 replay buffers, a rate limiter for the update-to-data ratio, background prefetch, and crash recovery.
 
 `ReplayBuffer` (replay.py) is the face; beside it the core: storage.py (reads by transition number), writer.py
-and commit.py (episodes in), index.py over index_file.py and rows.py, columns.py, cache.py, samplers.py,
-rate_limiter.py. The wings: disk/ (the files: segments, frames on camera topics, the directory), frames/ (pixel
-batches, prefetch), repair/ (recovery, reindex, verify, quarantine), bags/ (bags imported, datasets exported).
+and commit.py (episodes in), index.py over index_file.py and rows.py, columns.py, cache.py, samplers.py (and
+task_sampler.py: batches balanced across tasks), rate_limiter.py. The wings: disk/ (the files: segments, frames on
+camera topics, the directory), frames/ (pixel batches, prefetch), repair/ (recovery, reindex, verify, quarantine),
+bags/ (bags imported, datasets exported).
 """
 
 from user.buffer.batch import BatchError, TransitionBatch, collate
@@ -40,6 +41,7 @@ from user.buffer.samplers import (
     UniformSampler,
     make_sampler,
 )
+from user.buffer.task_sampler import TaskBalancedSampler
 
 __all__ = [
     "BagReadError",
@@ -66,6 +68,7 @@ __all__ = [
     "SegmentError",
     "StalenessSampler",
     "StorageConfig",
+    "TaskBalancedSampler",
     "TransitionBatch",
     "TransitionQuery",
     "TruncatedSegmentError",

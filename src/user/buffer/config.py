@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from user.config.strict import setting
+from user.config.strict import ConfigError, setting
 
 FsyncPolicy = Literal["episode", "segment", "never"]
 SamplerKind = Literal["auto", "uniform", "recent", "staleness", "demo_ratio", "intervention"]
+BALANCED_KINDS = ("auto", "demo_ratio", "uniform")  # the rules a task-balanced batch applies within each task
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,29 @@ class SamplerConfig:
         when=("kind", "staleness"),
     )
     include_demos: bool = setting(True, "intervention: also draw from demonstrations", when=("kind", "intervention"))
+    balance_tasks: bool = setting(
+        False,
+        "split each batch among the tasks stored, a task's share growing with its recent failure rate (one policy "
+        "for several tasks); within a task the kind's rule applies (demo_ratio, uniform or auto only)",
+    )
+    task_floor: float = setting(
+        0.2,
+        "balance_tasks: a task's share is (1 - its recent success rate) + task_floor, so a solved task keeps some "
+        "rows and is not forgotten",
+        min=0.0,
+    )
+    task_window: int = setting(
+        20, "balance_tasks: a task's success rate is over its latest this many finished online episodes", min=1
+    )
     seed: int = setting(0, "random seed of the sampler")
+
+    def __post_init__(self) -> None:
+        if self.balance_tasks and self.kind not in BALANCED_KINDS:
+            raise ConfigError(
+                f"balance_tasks: the {self.kind!r} sampler cannot be split among tasks (only demo_ratio, uniform or "
+                "auto; an algorithm's auto may be another kind: hg_dagger's is intervention); "
+                "set balance_tasks: false or another kind"
+            )
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 place a user looks (`user buffer info`, the learner's progress.csv, TensorBoard and learning curve, the
 monitor's line).
 
-The window holds the latest `window` episodes a policy acted in, per robot and pooled over all robots.
+The window holds the latest `window` episodes a policy acted in, per robot, per task (one policy trained on
+several tasks) and pooled over all robots.
 Demonstrations (episodes whose every step is a demo) are left out: they show what the expert does, not what
 was learned. Over the window: the mean return, the last episode's return, the mean length in steps, the
 success rate and the mean number of steps in which a human intervened.
@@ -31,6 +32,7 @@ class EpisodeOutcome:
     success: bool  # the task was achieved in it
     interventions: int  # steps in which a human overrode the policy
     is_demo: bool  # a demonstration (scripted expert or replayed demo), not acted by the policy
+    task: str = ""  # the task it was an episode of ("": not known, e.g. a row of an older episodes.csv)
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def summarise(outcomes: Sequence[EpisodeOutcome]) -> WindowStats | None:
 
 
 class RecentEpisodes:
-    """The latest `window` online episodes, per robot and pooled; demonstrations are not added."""
+    """The latest `window` online episodes, per robot, per task and pooled; demonstrations are not added."""
 
     def __init__(self, window: int = RECENT_EPISODES, outcomes: Iterable[EpisodeOutcome] = ()) -> None:
         if window < 1:
@@ -69,6 +71,7 @@ class RecentEpisodes:
         self.window = window
         self._pooled: deque[EpisodeOutcome] = deque(maxlen=window)
         self._robots: dict[str, deque[EpisodeOutcome]] = {}
+        self._tasks: dict[str, deque[EpisodeOutcome]] = {}
         for outcome in outcomes:
             self.add(outcome)
 
@@ -78,6 +81,7 @@ class RecentEpisodes:
             return False
         self._pooled.append(outcome)
         self._robots.setdefault(outcome.robot_id, deque(maxlen=self.window)).append(outcome)
+        self._tasks.setdefault(outcome.task, deque(maxlen=self.window)).append(outcome)
         return True
 
     def pooled(self) -> WindowStats | None:
@@ -86,19 +90,30 @@ class RecentEpisodes:
 
     def robots(self) -> dict[str, WindowStats]:
         """Each robot's latest `window` online episodes, by robot id."""
-        out = {robot: summarise(list(q)) for robot, q in sorted(self._robots.items())}
-        return {robot: stats for robot, stats in out.items() if stats is not None}
+        return _summarised(self._robots)
+
+    def tasks(self) -> dict[str, WindowStats]:
+        """Each task's latest `window` online episodes (all its robots'), by task name."""
+        return _summarised(self._tasks)
+
+
+def _summarised(windows: dict[str, deque[EpisodeOutcome]]) -> dict[str, WindowStats]:
+    out = {key: summarise(list(q)) for key, q in sorted(windows.items())}
+    return {key: stats for key, stats in out.items() if stats is not None}
 
 
 def outcome(episode: EpisodeRow) -> EpisodeOutcome:
     """How stored `episode` went."""
     e = episode
-    return EpisodeOutcome(e.robot_id, e.episode_id, e.steps, e.episode_return, e.success, e.interventions, e.is_demo)
+    return EpisodeOutcome(
+        e.robot_id, e.episode_id, e.steps, e.episode_return, e.success, e.interventions, e.is_demo, e.task
+    )
 
 
 def recent_outcomes(index: Index, window: int = RECENT_EPISODES) -> list[EpisodeOutcome]:
-    """Each robot's latest `window` online episodes, oldest first. Fed to `RecentEpisodes(window)` they fill
-    every window exactly: an episode among the latest `window` of all robots is among its robot's latest."""
+    """Each robot's and each task's latest `window` online episodes, oldest first. Fed to `RecentEpisodes(window)`
+    they fill every window exactly: an episode among the latest `window` of all robots is among its robot's latest,
+    and what else is fed to a robot's or a task's window is older than its latest `window` (pushed out by them)."""
     return [outcome(row) for row in index.recent_episodes(window)]
 
 
@@ -106,6 +121,11 @@ def latest_outcome(index: Index) -> EpisodeOutcome | None:
     """How the buffer's newest stored episode went; None when it holds none."""
     row = index.last_episode()
     return outcome(row) if row is not None else None
+
+
+def stored_tasks(index: Index) -> set[str]:
+    """The tasks of the buffer's stored episodes, demonstrations included."""
+    return set(index.task_episodes())
 
 
 def episode_counts(index: Index) -> dict[str, tuple[int, int]]:

@@ -181,11 +181,12 @@ class Index(IndexFile):
         return episode_from_sql(rows[0], self.path) if rows else None
 
     def recent_episodes(self, window: int) -> list[EpisodeRow]:
-        """Each robot's latest `window` episodes that are not demonstrations, oldest first."""
+        """Each robot's and each task's latest `window` episodes that are not demonstrations, oldest first."""
         rows = self.fetchall(
             f"SELECT {EPISODE_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY robot_id ORDER BY episode DESC) "
-            "AS k FROM episodes WHERE NOT is_demo) WHERE k <= ? ORDER BY episode",
-            (int(window),),
+            "AS k, ROW_NUMBER() OVER (PARTITION BY task ORDER BY episode DESC) AS kt FROM episodes WHERE NOT is_demo) "
+            "WHERE k <= ? OR kt <= ? ORDER BY episode",
+            (int(window), int(window)),
         )
         return [episode_from_sql(r, self.path) for r in rows]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -88,20 +88,23 @@ class ReplayBuffer:
         read_only: bool = False,
         codec: Codec | None = None,
         fault_hook: FaultHook | None = None,
+        read_as: Callable[[Transition], Transition] | None = None,
     ) -> ReplayBuffer:
         """Open (creating it if needed, unless read-only) the buffer in `directory`.
 
         Opening for writing takes an exclusive lock and first recovers from any crash of an earlier writer, and
         from segment files found damaged (see `user.buffer.repair.recovery`: readable episodes kept, originals in
         quarantine/). Segments without an index are a `MissingIndexError` and a damaged index an
-        `IndexDamagedError` (both say to run `user buffer reindex DIR`), never an empty buffer.
+        `IndexDamagedError` (both say to run `user buffer reindex DIR`), never an empty buffer. `read_as`: how
+        every transition is taken as it is read or cached (a learner's task conditioning); the disk keeps them as
+        they were added.
         """
         path = Path(directory)
         config = config or BufferConfig()
         codec = codec or default_codec()
         if read_only:
             reader_index = Index(path, read_only=True)
-            return cls(DiskStorage(path, reader_index, codec, config.storage), config, None, None, None)
+            return cls(DiskStorage(path, reader_index, codec, config.storage, read_as), config, None, None, None)
         path.mkdir(parents=True, exist_ok=True)
         lock_fd = lock_directory(path)
         index: Index | None = None
@@ -109,7 +112,7 @@ class ReplayBuffer:
             started = time.monotonic()
             index = Index(path, durable=config.storage.fsync == "episode")
             report = recover(path, index, codec, config.storage, fault_hook=fault_hook)
-            storage = DiskStorage(path, index, codec, config.storage)
+            storage = DiskStorage(path, index, codec, config.storage, read_as)
             writer = EpisodeWriter(storage, config.storage, fault_hook=fault_hook)
             _log.info("opened %s: %d transitions in %.3f s", path, len(storage), time.monotonic() - started)
         except BaseException:

@@ -144,10 +144,10 @@ TRANSITION_COLUMNS = (
     "idx, segment_id, offset, length, episode, robot_id, task, episode_id, step, policy_version, wall_ns, sim_ns, "
     "reward, terminated, truncated, intervened, is_demo, success"
 )
-# What the in-memory columns hold, in `Columns.extend_tuples` order.
+# What the in-memory columns hold, in `Columns.extend_tuples` order (the task name last: it becomes a code).
 COLUMN_SELECT = (
     "idx, segment_id, offset, length, episode, step, policy_version, wall_ns, reward, is_demo, intervened, "
-    "terminated OR truncated, success"
+    "terminated OR truncated, success, task"
 )
 EPISODE_COLUMNS = (
     "episode, segment_id, robot_id, task, episode_id, steps, first_index, success, episode_return, interventions, "

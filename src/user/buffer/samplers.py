@@ -3,6 +3,7 @@
 Like torchrl's samplers they see only the storage's metadata columns, never the data. Subsets (demos,
 interventions, policy versions) are kept incrementally: each sample only looks at rows added since the
 last one. A sampler's state is its parameters and random generator; subsets are rebuilt from the storage.
+Batches split among tasks (several tasks, one policy) are `user.buffer.task_sampler`'s, built here too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from user.buffer.config import SamplerConfig
 from user.buffer.errors import BufferError, NotReadyError
 
 
-class _Growable:
+class Growable:
     """An int64 array that grows by doubling."""
 
     def __init__(self) -> None:
@@ -49,16 +50,33 @@ class _Subset:
     def __init__(self, predicate: Callable[[ColumnView, int, int], np.ndarray]) -> None:
         self._predicate = predicate
         self._seen = 0
-        self.members = _Growable()
+        self.members = Growable()
 
     def update(self, view: ColumnView) -> np.ndarray:
         if view.size < self._seen:  # a smaller storage (a fresh open): start over
-            self._seen, self.members = 0, _Growable()
+            self._seen, self.members = 0, Growable()
         if view.size > self._seen:
             mask = self._predicate(view, self._seen, view.size)
             self.members.extend(np.flatnonzero(mask) + self._seen)
             self._seen = view.size
         return self.members.array
+
+
+def draw_demo_share(
+    rng: np.random.Generator, demos: np.ndarray, online: np.ndarray, size: int, ratio: float
+) -> np.ndarray:
+    """`size` numbers, round(size * ratio) of them drawn from `demos` and the rest from `online` (all from whichever
+    side holds any while the other is empty; at least one must): RLPD's split, shared by every sampler using it so
+    that they draw alike from the same generator."""
+    n_demo = round(size * ratio)
+    if len(demos) == 0:
+        n_demo = 0
+    elif len(online) == 0:
+        n_demo = size
+    picks = [demos[rng.integers(0, len(demos), size=n_demo)]] if n_demo else []
+    if size - n_demo:
+        picks.append(online[rng.integers(0, len(online), size=size - n_demo)])
+    return np.concatenate(picks)
 
 
 class Sampler(ABC):
@@ -153,7 +171,7 @@ class StalenessSampler(Sampler):
         super().__init__(seed)
         self.max_staleness = max_staleness
         self.temperature = temperature
-        self._by_version: dict[int, _Growable] = {}
+        self._by_version: dict[int, Growable] = {}
         self._seen = 0
 
     def _update(self, view: ColumnView) -> None:
@@ -164,7 +182,7 @@ class StalenessSampler(Sampler):
         versions = view.policy_version[self._seen : view.size]
         for v in np.unique(versions):
             members = np.flatnonzero(versions == v) + self._seen
-            self._by_version.setdefault(int(v), _Growable()).extend(members)
+            self._by_version.setdefault(int(v), Growable()).extend(members)
         self._seen = view.size
 
     def _weights(self, view: ColumnView) -> tuple[list[int], np.ndarray]:
@@ -218,16 +236,7 @@ class DemoRatioSampler(Sampler):
         return len(self._demos.update(view)) + len(self._online.update(view))
 
     def _draw(self, view: ColumnView, batch_size: int) -> np.ndarray:
-        demos, online = self._demos.update(view), self._online.update(view)
-        n_demo = round(batch_size * self.ratio)
-        if len(demos) == 0:
-            n_demo = 0
-        elif len(online) == 0:
-            n_demo = batch_size
-        picks = [demos[self.rng.integers(0, len(demos), size=n_demo)]] if n_demo else []
-        if batch_size - n_demo:
-            picks.append(online[self.rng.integers(0, len(online), size=batch_size - n_demo)])
-        return np.concatenate(picks)
+        return draw_demo_share(self.rng, self._demos.update(view), self._online.update(view), batch_size, self.ratio)
 
     def _params(self) -> dict[str, Any]:
         return {"ratio": self.ratio}
@@ -269,7 +278,13 @@ class InterventionSampler(Sampler):
 
 
 def make_sampler(config: SamplerConfig) -> Sampler:
-    """The sampler `config.kind` names, with its parameters."""
+    """The sampler `config.kind` names, with its parameters; with `balance_tasks`, that kind's rule within each
+    task of a `TaskBalancedSampler` (auto: demo_ratio)."""
+    if config.balance_tasks:
+        from user.buffer.task_sampler import TaskBalancedSampler  # it builds on this module's `Sampler`
+
+        inner = "demo_ratio" if config.kind == "auto" else config.kind
+        return TaskBalancedSampler(inner, config.demo_ratio, config.task_floor, config.task_window, config.seed)
     if config.kind == "uniform":
         return UniformSampler(config.seed)
     if config.kind == "recent":

@@ -38,8 +38,18 @@ MAX_OPEN_SEGMENTS = 64
 class DiskStorage:
     """Transitions by number: from the cache when there, else one `pread` and a CDR decode."""
 
-    def __init__(self, directory: Path, index: Index, codec: Codec, config: StorageConfig) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        index: Index,
+        codec: Codec,
+        config: StorageConfig,
+        read_as: Callable[[Transition], Transition] | None = None,
+    ) -> None:
         self.directory = directory
+        # how this buffer's reader takes each transition (a learner's task conditioning), applied once as it enters
+        # the cache or is read from disk; the segments keep what the robot sent
+        self.read_as = read_as
         self.index = index
         self.codec = codec
         self.config = config
@@ -90,7 +100,7 @@ class DiskStorage:
         self.columns.extend(rows)
         self._resize_cache()
         for row, transition in zip(rows, transitions, strict=True):
-            self.cache.put(row.index, transition)
+            self.cache.put(row.index, self.read_as(transition) if self.read_as is not None else transition)
         if self.on_commit is not None:
             self.on_commit(transitions)
 
@@ -110,6 +120,8 @@ class DiskStorage:
         for i, t in loaded.items():
             if is_elided(t):
                 loaded[i] = self._restored(i, t, view, loaded.get(i + 1))
+        if self.read_as is not None:  # after every restoration: a successor's frames are taken as stored
+            loaded = {i: self.read_as(t) for i, t in loaded.items()}
         return [t if t is not None else loaded[int(indices[k])] for k, t in enumerate(out)]
 
     def actions(self, indices: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@ Two learners may share nothing a learner owns: its `learner_id` (named in its we
 stats and data-credit topics, its run directory (buffer, checkpoints, progress.csv) and its robots (a robot's
 episodes are acknowledged by one learner). Where the deployment has learners, a rollout takes the weights of one
 (`weights_publisher` naming it, on that learner's `weights_topic`) and serves only that learner's robots; a robot
-listens to its own learner's data credit; a monitor to a learner's stats. Each mistake is one `ConfigError` naming
+listens to its own learner's data credit, and does one of the tasks its policy is conditioned on when it is
+(`learning.tasks`); a monitor listens to a learner's stats. Each mistake is one `ConfigError` naming
 both nodes and the setting that differs, so two tasks never quietly train on each other's data or weights.
 """
 
@@ -115,6 +116,12 @@ def _check_rollout(node: Configured, learners: list[Configured], owner: dict[str
 def _check_robot(node: Configured, owner: dict[str, Configured]) -> None:
     p = node.params
     learner = owner.get(p.robot_id)
+    tasks = learner.params.learning.tasks if learner is not None else ()
+    if learner is not None and tasks and p.task not in tasks:
+        raise ConfigError(
+            f"robot {node.name!r} does task {p.task!r}, which the policy of its learner {learner.name!r} is not "
+            f"conditioned on (learning.tasks: {', '.join(tasks)}): add it there, or change the robot's task"
+        )
     if learner is None or not p.credit_topic or not learner.params.credit_topic:
         return
     if p.credit_topic != learner.params.credit_topic:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from user.hardware.descriptor import ResourceDescriptor
 from user.interfaces.domain import Observation, Transition
 from user.learner.state_select import StateSelectionError, StateSelector
+from user.learner.task_condition import PolicyState, TaskConditioner, TaskConditionError
 
 if TYPE_CHECKING:  # the learning stack (torch) only where a policy is held: not the monitor's
     from user.learner.config import LearningConfig
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # the learning stack (torch) only where a policy is held: not
 class Mismatch:
     """Why a robot does not fit the policy: the field, and what it has against what the policy needs."""
 
-    field: str  # "state_dim", "action_dim", "cameras"
+    field: str  # "state_dim", "action_dim", "cameras", "task"
     detail: str
 
     def __str__(self) -> str:
@@ -57,20 +58,25 @@ class PolicySpec:
     action_dim: int
     cameras: tuple[str, ...] = ()  # cameras the policy looks at (all must be among the robot's)
     exclude_state_prefixes: tuple[str, ...] = ()
-    selector: StateSelector = field(init=False, compare=False, repr=False)  # caches the columns per state names
+    tasks: tuple[str, ...] = ()  # one policy for several tasks: the tasks it is conditioned on (`task_condition`)
+    view: PolicyState = field(init=False, compare=False, repr=False)  # caches the columns per state names
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "selector", StateSelector(self.exclude_state_prefixes, self.state_dim))
+        selector = StateSelector(self.exclude_state_prefixes, self.state_dim)
+        conditioner = TaskConditioner(self.tasks, self.state_dim, self.exclude_state_prefixes) if self.tasks else None
+        object.__setattr__(self, "view", PolicyState(selector, conditioner))
 
     @classmethod
     def of(cls, learning: LearningConfig, action_dim: int) -> PolicySpec:
         observation = getattr(learning.policy_settings, "observation", None)
         cameras = tuple(getattr(observation, "cameras", ()))
-        return cls(learning.state_dim, action_dim, cameras, tuple(learning.exclude_state_prefixes))
+        return cls(learning.state_dim, action_dim, cameras, tuple(learning.exclude_state_prefixes), learning.tasks)
 
     def descriptor_mismatch(self, descriptor: ResourceDescriptor) -> Mismatch | None:
-        """What in an announcement does not fit (dimensions only where it announces them)."""
-        for name, wanted in (("state_dim", self.state_dim), ("action_dim", self.action_dim)):
+        """What in an announcement does not fit (dimensions only where it announces them; a task-conditioned
+        policy takes states of several lengths, checked at the robot's first message)."""
+        dims = (("action_dim", self.action_dim),) if self.tasks else ()
+        for name, wanted in dims or (("state_dim", self.state_dim), ("action_dim", self.action_dim)):
             announced = descriptor.properties.get(name)
             if announced is not None and announced != str(wanted):
                 return Mismatch(name, f"announced {announced}, the policy needs {wanted}")
@@ -79,7 +85,9 @@ class PolicySpec:
     def observation_mismatch(self, obs: Observation) -> Mismatch | None:
         """What in an observation does not fit: the state the policy would see, the cameras it carries."""
         try:
-            state = self.selector.select(obs.state, obs.state_names)
+            state = self.view.of(obs)
+        except TaskConditionError as exc:
+            return Mismatch("task", str(exc))
         except StateSelectionError as exc:
             return Mismatch("state_dim", str(exc))
         if state.shape[-1] != self.state_dim:

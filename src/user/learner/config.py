@@ -22,6 +22,7 @@ from user.algorithms.sac_flow import SACFlowConfig
 from user.buffer.config import BufferConfig, SamplerConfig
 from user.config.strict import ConfigError, setting
 from user.learner.state_select import PRIVILEGED_PREFIX, StateSelector
+from user.learner.task_condition import PolicyState, TaskConditioner
 from user.policies.base import Policy
 from user.policies.cnn import CNNPolicy, CNNPolicyConfig
 from user.policies.flow import FlowPolicy, FlowPolicyConfig
@@ -95,6 +96,11 @@ class LearningConfig:
     exclude_state_prefixes: tuple[str, ...] = setting(
         (PRIVILEGED_PREFIX,), "state entries whose names start with these are hidden from the policy"
     )
+    tasks: tuple[str, ...] = setting(
+        (),
+        "one policy for several tasks: its state is a one-hot of the robot's task (in this order), then that task's "
+        "own state zero-padded to state_dim - len(tasks) (user.learner.task_condition); empty: one task, as sent",
+    )
     seed: int = setting(0, "seed of the algorithm's random draws")
 
     def __post_init__(self) -> None:
@@ -104,6 +110,7 @@ class LearningConfig:
                 f"algorithm {self.algorithm} cannot train a policy of policy_kind {self.policy_kind}; "
                 f"select policy_kind {fits}"
             )
+        self.conditioner()  # a ConfigError now, not at the first observation
 
     @property
     def policy_settings(self) -> PolicySettings:
@@ -135,7 +142,16 @@ class LearningConfig:
         return self.algorithm_settings.auto_sampler(sampler) if sampler.kind == "auto" else sampler
 
     def state_selector(self) -> StateSelector:
+        """What the policy sees of a state as it is batched (conditioned already, with `tasks`)."""
         return StateSelector(self.exclude_state_prefixes, self.state_dim)
+
+    def conditioner(self) -> TaskConditioner | None:
+        """With `tasks`: the task conditioning of every observation and transition; else None."""
+        return TaskConditioner(self.tasks, self.state_dim, self.exclude_state_prefixes) if self.tasks else None
+
+    def policy_state(self) -> PolicyState:
+        """The state the policy acts on, from an observation as a robot sends it."""
+        return PolicyState(self.state_selector(), self.conditioner())
 
     @property
     def batch_size(self) -> int:

@@ -1,7 +1,8 @@
 """`learning_curve.png`: what was learned, against environment steps (left) and wall time (right).
 
-Rows: the mean return and the success rate over each robot's latest online episodes (one thin line per robot)
-and over all robots' (the thick "all robots" line), then the learner's gradient steps per second. A dashed
+Rows: the mean return and the success rate over each robot's latest online episodes (one thin line per robot),
+over each task's when one policy is trained on several (one dashed line per task, "task <name>") and over all
+robots' (the thick "all robots" line), then the learner's gradient steps per second. A dashed
 vertical line marks where the demonstrations end (the end of the last demonstration episode). The curves are the
 run log's (`user.learner.run_log.curves`, over episodes.csv), the rate is progress.csv's at each row
 (`rate_points`); `draw` only renders them.
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from user.learner.run_log import POOLED, CurvePoint, Curves, ProgressRow
+from user.learner.run_log import POOLED, CurvePoint, Curves, CurveSeries, ProgressRow
 
 _log = logging.getLogger("user.learner.progress")
 
@@ -60,10 +61,18 @@ def _seconds(at: CurvePoint) -> float:
     return at.elapsed_s
 
 
+def _style(series: CurveSeries) -> dict[str, Any]:
+    """All robots' line thick and black, a task's dashed, a robot's thin."""
+    if series.label == POOLED:
+        return {"color": "black", "linewidth": 2.0}
+    if series.task is not None:
+        return {"linewidth": 1.6, "linestyle": "--"}
+    return {"linewidth": 1.0, "alpha": 0.8}
+
+
 def _draw_column(axes: Any, curves: Curves, rate_at: list[CurvePoint], rates: list[float], x_of: Any) -> None:
     for s in curves.series:
-        pooled = s.label == POOLED
-        style: dict[str, Any] = {"color": "black", "linewidth": 2.0} if pooled else {"linewidth": 1.0, "alpha": 0.8}
+        style = _style(s)
         xs = [x_of(a) for a in s.at]
         axes[0].plot(xs, s.mean_return, label=s.label, **style)
         axes[1].plot(xs, s.success_rate, label=s.label, **style)

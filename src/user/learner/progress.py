@@ -12,8 +12,13 @@ Steps are never ambiguous: `env_steps` counts transitions received from robots, 
 optimiser steps, `update_calls` the algorithm's update calls (each of `gradient_steps_per_update` steps).
 TensorBoard's step axis is `env_steps`. The episode figures (`recent_*`, `last_return`) are over the latest
 RECENT_EPISODES online episodes of all robots (demonstrations left out, see `user.buffer.episode_window`);
-TensorBoard has them pooled and per robot (`episodes/pooled/<figure>`, `episodes/robot/<id>/<figure>`), and
-episodes.csv has every episode of every robot.
+TensorBoard has them pooled and per robot (`episodes/pooled/<figure>`, `episodes/robot/<id>/<figure>`; see
+`user.learner.progress_scalars`), and episodes.csv has every episode of every robot, with its task.
+
+One policy trained on several tasks: once the stored episodes (demonstrations included, a resumed run's counted
+from its buffer) are of two or more tasks, each task's recent window is in TensorBoard too
+(`episodes/task/<name>/<figure>`) and `task_figures` gives them for the learner to publish; with one task
+nothing more is written (it would repeat the pooled window).
 """
 
 from __future__ import annotations
@@ -35,12 +40,14 @@ from user.buffer.episode_window import (
     episode_counts,
     latest_outcome,
     recent_outcomes,
+    stored_tasks,
 )
 from user.buffer.errors import BufferError
 from user.buffer.index import Index
 from user.learner.checkpoint import LearnerCounters
 from user.learner.csv_log import CsvLog
 from user.learner.curve import draw
+from user.learner.progress_scalars import window_prefixes, write_progress, write_windows
 from user.learner.run_log import (
     EPISODE_COLUMNS,
     EPISODES_CSV,
@@ -62,13 +69,6 @@ _WINDOW_COLUMNS = {  # progress.csv column / TensorBoard name -> the window's fi
     "recent_length_mean": "mean_length",
     "recent_online_success_rate": "success_rate",
     "recent_interventions_mean": "mean_interventions",
-}
-_TB_NAMES = {
-    "mean_return": "return_mean",
-    "last_return": "last_return",
-    "mean_length": "length_mean",
-    "success_rate": "success_rate",
-    "mean_interventions": "interventions_mean",
 }
 
 
@@ -109,6 +109,7 @@ class ProgressLog:
         self._episodes = CsvLog(self.episodes_path, EPISODE_COLUMNS)
         self._recent = RecentEpisodes(RECENT_EPISODES, recent_outcomes(index) if index is not None else ())
         self._counts = {r: list(n) for r, n in (episode_counts(index) if index is not None else {}).items()}
+        self._tasks = stored_tasks(index) if index is not None else set()  # of every stored episode
         self._lock = threading.Lock()  # episodes arrive on bus threads, rows are written on the report thread
         self._clock = clock
         self._started = clock()
@@ -181,12 +182,14 @@ class ProgressLog:
         with self._lock:
             self._recent.add(outcome)
             self._counts.setdefault(outcome.robot_id, [0, 0])[int(outcome.is_demo)] += 1
+            self._tasks.add(outcome.task)
             self._episodes.append(
                 {
                     "wall_time": f"{wall:.3f}",
                     "elapsed_s": f"{wall - self.run_start:.3f}",
                     "env_steps": env_steps,
                     "robot_id": outcome.robot_id,
+                    "task": outcome.task,
                     "episode_id": outcome.episode_id,
                     "steps": outcome.steps,
                     "episode_return": repr(float(outcome.episode_return)),
@@ -200,6 +203,13 @@ class ProgressLog:
         """The latest online episodes of all robots (None before the first) and of each robot."""
         with self._lock:
             return self._recent.pooled(), self._recent.robots()
+
+    def task_figures(self) -> dict[str, WindowStats]:
+        """Each task's latest online episodes (all its robots'), by task name, once the stored episodes are of two
+        or more tasks; empty before (one task's window is the pooled one) and for a task with no online episode
+        yet."""
+        with self._lock:
+            return self._recent.tasks() if len(self._tasks) > 1 else {}
 
     def recent_values(self) -> dict[str, float]:
         """The pooled window as named values (for the stats message); empty before the first online episode."""
@@ -235,6 +245,7 @@ class ProgressLog:
         total = trainer.busy_s + trainer.idle_s
         idle = trainer.idle_s / total if total > 0 else 1.0
         pooled, robots = self.recent()
+        windows = window_prefixes(pooled, robots, self.task_figures())
         row: dict[str, object] = {
             "wall_time": f"{wall:.3f}",
             "elapsed_s": f"{self._elapsed_before + self._clock() - self._started:.3f}",
@@ -257,10 +268,11 @@ class ProgressLog:
         if self._tb is not None:
 
             def tensorboard() -> None:
-                self._tensorboard(
-                    counters.env_steps, recent=recent, rate=rate, trainer=trainer, counters=counters, buffered=buffered
+                step = counters.env_steps
+                write_progress(
+                    self._tb, step, recent=recent, rate=rate, trainer=trainer, counters=counters, buffered=buffered
                 )
-                self._tensorboard_episodes(counters.env_steps, pooled, robots)
+                write_windows(self._tb, step, windows)
 
             self._tb_broken = not self._guarded("TensorBoard", lambda: self._write_tensorboard(tensorboard))
         if time.monotonic() - self._last_plot >= self._plot_every_s:
@@ -277,35 +289,6 @@ class ProgressLog:
                 return
             with self._plot_lock:
                 self._guarded("learning_curve.png", self.plot)
-
-    def _tensorboard(
-        self,
-        step: int,
-        *,
-        recent: float,
-        rate: float,
-        trainer: TrainerCounters,
-        counters: LearnerCounters,
-        buffered: int,
-    ) -> None:
-        tb = self._tb
-        tb.add_scalar("progress/recent_success_rate", recent, step)
-        tb.add_scalar("progress/gradient_steps_per_s", rate, step)
-        tb.add_scalar("progress/gradient_steps", trainer.gradient_steps, step)
-        tb.add_scalar("progress/episodes", counters.episodes, step)
-        tb.add_scalar("progress/policy_version", counters.policy_version, step)
-        tb.add_scalar("progress/buffer_transitions", buffered, step)
-        for key, value in trainer.last.items():
-            tb.add_scalar(f"train/{key}", value, step)
-
-    def _tensorboard_episodes(self, step: int, pooled: WindowStats | None, robots: dict[str, WindowStats]) -> None:
-        """`episodes/pooled/<figure>` and `episodes/robot/<id>/<figure>` over the recent windows, at `step`."""
-        named = {f"episodes/robot/{robot}": stats for robot, stats in robots.items()}
-        if pooled is not None:
-            named["episodes/pooled"] = pooled
-        for prefix, stats in named.items():
-            for name, tag in _TB_NAMES.items():
-                self._tb.add_scalar(f"{prefix}/{tag}", float(getattr(stats, name)), step)
 
     def plot(self) -> Path | None:
         """Redraw learning_curve.png from episodes.csv and progress.csv; None (logged) without matplotlib."""

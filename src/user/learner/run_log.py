@@ -8,9 +8,10 @@ an older version did not write). A row that cannot be read is not fatal: `read_t
 and says, for each one it cannot, which file, line and column was wrong (`MalformedRowError`'s message). The last
 line of a run killed while writing is such a row; bytes that are not UTF-8 are read as replacement characters.
 
-The learning curve (`curves`): the mean return and the success rate over each robot's latest online episodes and
-over all robots' (the windows of `user.buffer.episode_window`), after each online episode, at its env steps and
-its time since the run started; and where the demonstrations end.
+The learning curve (`curves`): the mean return and the success rate over each robot's latest online episodes, over
+each task's when the episodes are of several tasks (one policy trained on them all), and over all robots' (the
+windows of `user.buffer.episode_window`), after each online episode, at its env steps and its time since the run
+started; and where the demonstrations end.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from user.buffer.episode_window import RECENT_EPISODES, EpisodeOutcome, RecentEp
 EPISODES_CSV = "episodes.csv"
 PROGRESS_CSV = "progress.csv"
 PROGRESS_RENAMED = {"updates_per_s": "gradient_steps_per_s"}  # progress.csv of older versions: old -> new name
+EPISODES_ADDED = {"task": ""}  # episodes.csv columns older versions did not write -> what their rows read as
 POOLED = "all robots"  # the label of the curve over every robot's episodes
 
 Row = Mapping[str, "str | None"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EpisodeRow:
     """One row of episodes.csv: one stored episode, demonstrations included."""
 
@@ -40,6 +42,7 @@ class EpisodeRow:
     elapsed_s: float  # since the run first started (a resumed run continues)
     env_steps: int  # the learner's count of transitions received, this episode's included
     robot_id: str
+    task: str = ""  # the task of the episode ("": an older episodes.csv, which did not say)
     episode_id: int  # the robot's episode number
     steps: int  # transitions in the episode
     episode_return: float
@@ -57,6 +60,7 @@ class EpisodeRow:
             success=self.success,
             interventions=self.interventions,
             is_demo=self.is_demo,
+            task=self.task,
         )
 
 
@@ -155,8 +159,10 @@ PROGRESS_COLUMNS = tuple(name for name, _ in _PROGRESS_CELLS)  # progress.csv's 
 
 
 def parse_episode(row: Row, where: str) -> EpisodeRow:
-    """One episodes.csv row; MalformedRowError naming `where` ('episodes.csv line 7') and the column."""
-    c = _Cells(row, where)
+    """One episodes.csv row, a column an older version did not write read as `EPISODES_ADDED` says (a cell of a
+    row that ends early is still missing); MalformedRowError naming `where` ('episodes.csv line 7') and the
+    column."""
+    c = _Cells({**EPISODES_ADDED, **row}, where)
     return EpisodeRow(**{column: read(c, column) for column, read in _EPISODE_CELLS})
 
 
@@ -207,12 +213,13 @@ class CurvePoint:
 
 @dataclass
 class CurveSeries:
-    """Recent-window figures after each online episode of one robot (or of all robots)."""
+    """Recent-window figures after each online episode of one robot, of one task or of all robots."""
 
-    label: str  # a robot id, or POOLED
+    label: str  # a robot id, `task_label(task)`, or POOLED
     at: list[CurvePoint] = field(default_factory=list)
     mean_return: list[float] = field(default_factory=list)
     success_rate: list[float] = field(default_factory=list)
+    task: str | None = None  # a task's series: its name (None: a robot's or all robots')
 
     def add(self, at: CurvePoint, stats: WindowStats) -> None:
         self.at.append(at)
@@ -220,19 +227,32 @@ class CurveSeries:
         self.success_rate.append(stats.success_rate)
 
 
+def task_label(task: str) -> str:
+    """The label of a task's series (apart from any robot id)."""
+    return f"task {task}"
+
+
+def tasks_of(episodes: Sequence[EpisodeRow]) -> list[str]:
+    """The tasks of `episodes` (demonstrations included), by name."""
+    return sorted({row.task for row in episodes})
+
+
 @dataclass(frozen=True)
 class Curves:
-    series: list[CurveSeries]  # one per robot (by id), then POOLED (see `curves` for when it is left out)
+    series: list[CurveSeries]  # one per robot (by id), one per task (by name) when they are several, then POOLED
     demo_end: CurvePoint | None  # where the last demonstration ended; None without demonstrations
     window: int  # episodes each point is taken over
 
 
 def curves(episodes: Sequence[EpisodeRow], window: int = RECENT_EPISODES, *, pooled_when_empty: bool = False) -> Curves:
-    """The recent-window figures after each online episode of `episodes` (oldest first), per robot and pooled.
-    Without online episodes the pooled series is left out (the report: nothing learned to draw) unless
-    `pooled_when_empty` (learning_curve.png: an empty line, named in its legend)."""
+    """The recent-window figures after each online episode of `episodes` (oldest first), per robot, per task when
+    the episodes are of two or more tasks (demonstrations included: see `tasks_of`; one task: no series for it, it
+    would repeat the pooled one) and pooled. Without online episodes the pooled series is left out (the report:
+    nothing learned to draw) unless `pooled_when_empty` (learning_curve.png: an empty line, named in its legend)."""
     recent = RecentEpisodes(window)
     robots: dict[str, CurveSeries] = {}
+    several = len(tasks_of(episodes)) > 1
+    tasks: dict[str, CurveSeries] = {}
     pooled = CurveSeries(POOLED)
     demo_end: CurvePoint | None = None
     for row in episodes:
@@ -243,7 +263,11 @@ def curves(episodes: Sequence[EpisodeRow], window: int = RECENT_EPISODES, *, poo
             continue
         pooled.add(at, _added(recent.pooled()))
         robots.setdefault(row.robot_id, CurveSeries(row.robot_id)).add(at, recent.robots()[row.robot_id])
-    series = [robots[r] for r in sorted(robots)] + ([pooled] if pooled.at or pooled_when_empty else [])
+        if several:
+            task = tasks.setdefault(row.task, CurveSeries(task_label(row.task), task=row.task))
+            task.add(at, recent.tasks()[row.task])
+    series = [robots[r] for r in sorted(robots)] + [tasks[t] for t in sorted(tasks)]
+    series += [pooled] if pooled.at or pooled_when_empty else []
     return Curves(series, demo_end, window)
 
 

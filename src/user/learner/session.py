@@ -24,6 +24,7 @@ from user.algorithms.base import TrainingStats
 from user.buffer.batch import TransitionBatch
 from user.buffer.info import BufferInfo
 from user.buffer.replay import ReplayBuffer
+from user.buffer.task_sampler import TaskBalancedSampler
 from user.distributed.commands import Op
 from user.distributed.current import this_rank
 from user.interfaces.domain import Transition
@@ -68,8 +69,11 @@ class LearningSession:
         self.run_dir = run_dir = Path(config.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         learning = config.learning
+        self.conditioner = learning.conditioner()  # one policy for several tasks: batches of conditioned states
         self.buffer = ReplayBuffer.open(
-            run_dir / "buffer", learner_buffer_config(learning, config.pacing, config.buffer)
+            run_dir / "buffer",
+            learner_buffer_config(learning, config.pacing, config.buffer),
+            read_as=self.conditioner.transition if self.conditioner is not None else None,
         )
         self.rank = this_rank()  # one of a learner's ranks (the lead: this process talks on the Bus), or None
         device = self.rank.group.device if self.rank is not None else resolve_device(config.device)
@@ -159,7 +163,10 @@ class LearningSession:
     def add(self, transition: Transition, payload: bytes | None = None) -> int | None:
         """Store one streamed transition; returns the buffer's episode number when it completed an episode.
         `payload`: its CDR bytes as received, stored as they are when given (see `ReplayBuffer.add`).
-        Raises what the buffer raises for a transition it refuses (nothing is counted then)."""
+        Raises what the buffer raises for a transition it refuses (nothing is counted then), and
+        `TaskConditionError` for one the task-conditioned policy cannot take (nothing stored)."""
+        if self.conditioner is not None:
+            self.conditioner.transition(transition)  # fits, or refused here: the buffer reads it so
         with self._lock:
             episode = self.buffer.add(transition, payload=payload)
             self.counters.env_steps += 1
@@ -194,6 +201,9 @@ class LearningSession:
     def add_episode(self, steps: list[Transition], payloads: Sequence[bytes | None] | None = None) -> bool:
         """Store a whole re-sent episode unless it is stored already; False when it was. `payloads`: the
         steps' CDR bytes as received, where they can be stored as they are (see `ReplayBuffer.add_episode`)."""
+        if self.conditioner is not None:
+            for step in steps:
+                self.conditioner.transition(step)
         with self._lock:
             if self.buffer.has_episode(steps[0].robot_id, steps[0].episode_id):
                 return False
@@ -331,12 +341,29 @@ class LearningSession:
             "updates_per_step_set": self.config.pacing.updates_per_step,  # the monitor says when the learner lags
             **self.progress.recent_values(),  # return, length, success, interventions of recent online episodes
             **self.progress.episode_counts(),  # per robot, over the whole run (a monitor's counts go on from them)
+            **self._task_shares(),
+            **{f"task_success/{task}": w.success_rate for task, w in self.progress.task_figures().items()},
         }
         self.progress.write(time.time(), c, counters, buffered, rate)
         return SessionStats(c, counters, buffered, rate, values)
 
+    def _task_shares(self) -> dict[str, float]:
+        """Task-balanced sampling: each task's share of the next batch (`task_share/<task>`); else nothing."""
+        sampler = self.buffer.sampler
+        if not isinstance(sampler, TaskBalancedSampler):
+            return {}
+        return {f"task_share/{task}": share for task, share in sampler.shares(self.buffer.storage.view()).items()}
+
     def recent_success(self) -> tuple[float | None, int]:
-        """The success rate of the recent online episodes (the progress window) and how many it holds."""
+        """The success rate of the recent online episodes (the progress window) and how many it holds. A policy
+        conditioned on several tasks is as good as its worst task: the lowest task's rate, and the fewest episodes
+        of any task's window (None and 0 while a task has none)."""
+        if self.conditioner is not None:
+            windows = self.progress.task_figures()
+            if any(task not in windows for task in self.conditioner.tasks):
+                return None, 0
+            mine = [windows[task] for task in self.conditioner.tasks]
+            return min(w.success_rate for w in mine), min(w.episodes for w in mine)
         pooled, _ = self.progress.recent()
         return (None, 0) if pooled is None else (pooled.success_rate, pooled.episodes)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from user.learner.run_log import Curves, curves
-from user.report.run_dir import RunData, load_run
+from user.report.run_dir import RunData, load_run, split_by_task
 from user.report.series import Interventions, RobotRates, Timing, interventions, robot_rates, timing
 
 
@@ -17,14 +17,38 @@ class ReportData:
     rates: list[RobotRates]
     timing: Timing
     interventions: Interventions  # each online episode's intervened steps, in stored order
-    tasks: list[ReportData] = field(default_factory=list)  # one learner per task: each task's run (`task_dirs`)
+    # each task's run: one learner per task (`RunData.task_dirs`), or one learner's episodes of two or more tasks
+    # split by task (`split_by_task`; each with its `task`)
+    tasks: list[ReportData] = field(default_factory=list)
+    task: str | None = None  # a task's episodes of a learner trained on several: the task's name
+
+    @property
+    def name(self) -> str:
+        """The task's name for a task's episodes of a learner trained on several, else the run directory's."""
+        return self.run.name if self.task is None else self.task
+
+    @property
+    def learner_per_task(self) -> bool:
+        """The tasks are learners of their own, each with its run directory and report (not one learner's
+        episodes split by task)."""
+        return bool(self.run.task_dirs)
 
 
-def report_data(run: RunData) -> ReportData:
+def report_data(run: RunData, task: str | None = None) -> ReportData:
+    """What the report shows of `run` (`task`: it is that task's episodes of a learner trained on several)."""
     rows = run.episodes.rows
-    tasks = [report_data(load_run(path, run)) for path in run.task_dirs]
+    if run.task_dirs:
+        tasks = [report_data(load_run(path, run)) for path in run.task_dirs]
+    else:
+        tasks = [report_data(view, name) for name, view in split_by_task(run).items()]
     return ReportData(
-        run, curves(rows), robot_rates(rows), timing(run.progress.rows, run.run_start), interventions(rows), tasks
+        run,
+        curves(rows),
+        robot_rates(rows),
+        timing(run.progress.rows, run.run_start),
+        interventions(rows),
+        tasks,
+        task,
     )
 
 

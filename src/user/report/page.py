@@ -1,7 +1,8 @@
 """The report as one self-contained HTML page: plots inlined as base64 PNG, styles inline, no script, font or
 external URL; every text from the run directory HTML-escaped. Sections (their ids): overview, missing,
-learning-curves, robots, pipeline, buffer, nodes, configuration; a deployment with one learner per task: missing,
-tasks (each task's figures and curves, a link to its own report), nodes, configuration."""
+learning-curves, tasks (only for one learner trained on several tasks: each task's figures and curves), robots,
+pipeline, buffer, nodes, configuration; a deployment with one learner per task: missing, tasks (each task's
+figures and curves, a link to its own report), nodes, configuration."""
 
 from __future__ import annotations
 
@@ -79,10 +80,11 @@ def _missing(data: ReportData, plots_note: str | None) -> str:
 
 
 def _curves(data: ReportData, figures: Mapping[str, bytes]) -> str:
+    tasks = " and over each task's (dashed)" if any(s.task is not None for s in data.curves.series) else ""
     about = (
-        f"Mean return and success rate over each robot's latest {data.curves.window} online episodes (thin) and "
-        "over all robots' (thick, black), after each online episode; the dashed line: the demonstrations end. "
-        "Left: against environment steps; right: against wall time."
+        f"Mean return and success rate over each robot's latest {data.curves.window} online episodes (thin){tasks} "
+        "and over all robots' (thick, black), after each online episode; the dashed vertical line: the "
+        "demonstrations end. Left: against environment steps; right: against wall time."
     )
     absent = "No online episode recorded: no learning curve."
     return section(
@@ -203,6 +205,7 @@ def _configuration(data: ReportData) -> str:
 
 def _tasks(data: ReportData, figures: Mapping[str, bytes], links: Mapping[str, str]) -> str:
     rows = []
+    window = data.tasks[0].curves.window
     for task in data.tasks:
         f = task_figures(task)
         rows.append(
@@ -221,21 +224,25 @@ def _tasks(data: ReportData, figures: Mapping[str, bytes], links: Mapping[str, s
         "task",
         "robots",
         "episodes",
-        f"success (last {data.tasks[0].curves.window} online)",
+        f"success (last {window} online)",
         f"time to {SUCCESS_TARGET:.0%} success",
         "online episodes by then",
         "transitions received",
         "gradient steps",
     )
-    about = (
-        "One learner per task, each with its own run directory. Time to success: from the task's learner start to "
-        f"the first online episode after which its last {data.tasks[0].curves.window} online episodes succeeded at "
-        f"{SUCCESS_TARGET:.0%} or more."
+    if data.learner_per_task:
+        about = "One learner per task, each with its own run directory."
+    else:
+        about = (
+            "One learner trains one policy on every task; a task's episodes are those episodes.csv names it in. "
+            "Transitions received and gradient steps are not counted per task: the learner's are in the overview."
+        )
+    about += (
+        " Time to success: from its learner's start to the first online episode after which the task's last "
+        f"{window} online episodes succeeded at {SUCCESS_TARGET:.0%} or more."
     )
     reports = "".join(
-        f'<li><a href="{escape(links[t.run.name])}">{escape(t.run.name)}</a></li>'
-        for t in data.tasks
-        if t.run.name in links
+        f'<li><a href="{escape(links[t.name])}">{escape(t.name)}</a></li>' for t in data.tasks if t.name in links
     )
     plot = _figure(figures, TASKS, "success and return per task", "No online episode in any task.")
     parts = [note(about), table(head, rows), plot]
@@ -253,7 +260,7 @@ def render(
     """The whole page. `figures`: section figures (user.report.figures); `plots_note`: why there are none;
     `task_links`: task name -> the address of its own report, relative to this page."""
     title = f"Run report: {data.run.name}"
-    if data.tasks:
+    if data.learner_per_task:
         parts = [
             _missing(data, plots_note),
             _tasks(data, figures, task_links or {}),
@@ -265,6 +272,7 @@ def render(
             _overview(data),
             _missing(data, plots_note),
             _curves(data, figures),
+            *([_tasks(data, figures, {})] if data.tasks else []),
             _robots(data, figures),
             _pipeline(data, figures),
             _buffer(data, figures),

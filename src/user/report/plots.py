@@ -63,14 +63,18 @@ def robot_colours(robots: list[str]) -> dict[str, str]:
 
 
 def draw_curve(ax: Any, curves: Curves, figure: Figure, axis: Axis) -> None:
-    """Mean return or success rate of the recent window, per robot (thin) and over all robots (thick, black)."""
+    """Mean return or success rate of the recent window, per robot (thin), per task of a policy trained on several
+    (dashed) and over all robots (thick, black)."""
     if not curves.series:
         nothing(ax, "no online episodes")
         return
     colours = robot_colours([s.label for s in curves.series if s.label != POOLED])
     for s in curves.series:
-        pooled = s.label == POOLED
-        style = {"color": "black", "linewidth": 2.0} if pooled else {"color": colours[s.label], "linewidth": 1.2}
+        style: dict[str, Any] = {"color": colours.get(s.label, "black"), "linewidth": 1.2}
+        if s.label == POOLED:
+            style["linewidth"] = 2.0
+        elif s.task is not None:
+            style.update(linewidth=1.6, linestyle="--")
         ys = s.mean_return if figure == "return" else s.success_rate
         ax.plot([_x(a, axis) for a in s.at], ys, label=s.label, marker="." if len(ys) < 30 else None, **style)
     if curves.demo_end is not None:

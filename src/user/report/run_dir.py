@@ -6,7 +6,11 @@ not a run directory at all raises (NotARunDirectoryError, naming what was expect
 
 A deployment with one learner per task (`config/multi_task.yaml`) has each learner's files in a sub-directory of
 the run directory ({run_dir}/<task>: progress.csv, episodes.csv, buffer/, checkpoints/): those are the run's
-`task_dirs`, each loaded as a run of its own with the deployment's configuration and nodes."""
+`task_dirs`, each loaded as a run of its own with the deployment's configuration and nodes.
+
+A deployment with one learner training one policy on several tasks has one learner's files, its episodes.csv
+saying each episode's task: `split_by_task` gives each task's episodes as a run of its own (a view, no
+directory of its own)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from user.learner.run_log import (
     read_episodes,
     read_progress,
     started_at,
+    tasks_of,
 )
 from user.report.buffer_summary import BufferSummary, load_buffer
 from user.report.errors import NotARunDirectoryError
@@ -120,6 +125,26 @@ def task_dirs(path: Path) -> list[Path]:
     except OSError:
         return []
     return [child for child in children if (child / PROGRESS_CSV).is_file() or (child / EPISODES_CSV).is_file()]
+
+
+def split_by_task(run: RunData) -> dict[str, RunData]:
+    """One learner's episodes of two or more tasks, each task's as a run (by task name): its episodes only, and
+    no progress rows (one learner's counts are not split by task), buffer, checkpoints or notes (those are the
+    learner's, shown once); its episodes' times still count from the learner's start. Empty for one task."""
+    rows = run.episodes.rows
+    tasks = tasks_of(rows)
+    if len(tasks) < 2:
+        return {}
+    return {
+        task: RunData(
+            run.path,
+            Table(run.episodes.path, True, [row for row in rows if row.task == task]),
+            Table(run.progress.path, run.progress.present),
+            config_text=run.config_text,
+            nodes=run.nodes,
+        )
+        for task in tasks
+    }
 
 
 def _config_text(path: Path, notes: list[str]) -> str | None:

@@ -1,6 +1,7 @@
-"""The tasks of a deployment with one learner per task, side by side: each task's success and return over its
-recent online episodes against wall time (one line per task, from each learner's start), and a row of figures per
-task, with the time its recent success first reached the target (`SUCCESS_TARGET`, the issue's 80 %)."""
+"""The tasks of a deployment side by side, whether each has a learner of its own or one learner trains one policy
+on them all (its episodes split by task): each task's success and return over its recent online episodes against
+wall time (one line per task, from its learner's start), and a row of figures per task, with the time its recent
+success first reached the target (`SUCCESS_TARGET`, the issue's 80 %)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,18 @@ TASK_COLOURS = ["tab:blue", "tab:red", "tab:green", "tab:purple", "tab:brown", "
 class TaskFigures:
     """One task's row in the report."""
 
-    task: str  # its directory's name
+    task: str  # its learner's directory's name, or its name (one learner trained on several tasks)
     robots: str  # its robots, comma separated
     online_episodes: int
     demo_episodes: int
     recent_success: float | None  # over the latest window of online episodes at the end
     reached_s: float | None  # seconds from the learner's start to SUCCESS_TARGET recent success; None: not reached
-    reached_episodes: int | None  # online episodes by then (all its robots'); None: not reached
-    env_steps: int | None  # transitions its learner received (its last progress row)
-    gradient_steps: int | None  # its learner's optimiser steps (its last progress row)
+    reached_episodes: int | None  # online episodes by then (the task's, all its robots'); None: not reached
+    # transitions its learner received and its optimiser steps (its last progress row); None without progress
+    # rows, and always for a task of one learner trained on several (its counts are not split by task: the
+    # learner's totals are in the run's overview)
+    env_steps: int | None
+    gradient_steps: int | None
 
 
 def pooled(data: ReportData) -> CurveSeries | None:
@@ -58,7 +62,7 @@ def task_figures(data: ReportData) -> TaskFigures:
     series = pooled(data)
     timing = data.timing
     return TaskFigures(
-        task=data.run.name,
+        task=data.name,
         robots=", ".join(r.robot_id for r in data.rates) or "-",
         online_episodes=sum(r.online_episodes for r in data.rates),
         demo_episodes=sum(r.demo_episodes for r in data.rates),
@@ -77,7 +81,7 @@ def _draw(ax: Any, tasks: list[ReportData], success: bool, window: int) -> None:
         if series is None:
             continue
         ys = series.success_rate if success else series.mean_return
-        ax.plot([a.elapsed_s for a in series.at], ys, color=TASK_COLOURS[i % len(TASK_COLOURS)], label=task.run.name)
+        ax.plot([a.elapsed_s for a in series.at], ys, color=TASK_COLOURS[i % len(TASK_COLOURS)], label=task.name)
         drawn = True
     if not drawn:
         nothing(ax, "no online episodes")

@@ -35,15 +35,16 @@ def write_report(run_dir: Path, out: Path | None = None) -> ReportFiles:
     """Write the HTML report of `run_dir` to `out` (default RUN_DIR/report.html) and the summary PNG beside it
     (same name, .png). NotARunDirectoryError when `run_dir` is not a run directory; OSError when `out` cannot be
     written. Anything missing from the run directory is said in the report. A deployment with one learner per
-    task also gets each task's own report in its task directory (<task>/report.html), linked from this one."""
+    task also gets each task's own report in its task directory (<task>/report.html), linked from this one (one
+    learner trained on several tasks: its one report shows the tasks side by side)."""
     html_path = default_out(run_dir) if out is None else out
     data = report_data(load_run(run_dir))
     links: dict[str, str] = {}
     notes: list[str] = []
-    for task in data.tasks:
+    for task in data.tasks if data.learner_per_task else []:
         written = _write(task, default_out(task.run.path))
-        links[task.run.name] = os.path.relpath(written.html, html_path.parent)
-        notes += [f"{task.run.name}: {line}" for line in written.notes]
+        links[task.name] = os.path.relpath(written.html, html_path.parent)
+        notes += [f"{task.name}: {line}" for line in written.notes]
     written = _write(data, html_path, links)
     return ReportFiles(written.html, written.png, written.notes + notes)
 
@@ -58,7 +59,7 @@ def _write(data: ReportData, html_path: Path, task_links: dict[str, str] | None 
     html_path.parent.mkdir(parents=True, exist_ok=True)
     _write_text(html_path, render(data, figures, plots_note, task_links))
     png_path: Path | None = html_path.with_suffix(".png")
-    if TASKS in figures:  # the tasks side by side are the summary of a run of several tasks
+    if TASKS in figures and data.learner_per_task:  # the tasks side by side: the summary of learners per task
         html_path.with_suffix(".png").write_bytes(figures[TASKS])
     else:
         try:
