@@ -137,3 +137,12 @@ def test_the_shipped_runs_keep_the_learning_values_they_were_tuned_with(path: Pa
         assert (rlpd.init_temperature, rlpd.temperature_lr, rlpd.batch_size) == (0.01, 0.0, 256)
         sampler = learning.sampler_for(learner.buffer.sampler)
         assert (sampler.kind, sampler.demo_ratio) == ("demo_ratio", 0.5)  # half of every batch from the demos
+
+
+@pytest.mark.parametrize("path", LEARNING_DEPLOYMENTS, ids=lambda p: p.name)
+def test_every_shipped_learner_writes_into_the_run_directory(path: Path) -> None:
+    """A learner without `run_dir: "{run_dir}..."` writes to runs/learner under whatever directory bringup was
+    started from, not into the run `user bringup --run-dir` names (and `user report RUN` finds nothing)."""
+    for node in load(path).nodes:
+        if node.kind == "learner":
+            assert str(node.params.get("run_dir", "")).startswith("{run_dir}"), f"{path.name}: {node.name}"
