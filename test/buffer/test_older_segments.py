@@ -109,3 +109,19 @@ def test_a_segment_whose_start_is_not_mcap_is_one_error(tmp_path: Path) -> None:
     cut.write_bytes(next(FIXTURE.glob("segments/seg_000000/*.mcap")).read_bytes()[:8])  # the magic alone
     assert leading_definitions(cut) == {}
     assert segment_codec(cut, default_codec()) is default_codec()
+
+
+def test_definitions_from_damaged_bytes_are_not_trusted(tmp_path: Path) -> None:
+    """A flipped byte in a definition can still parse (`step` read as `stap`) and would decode every record of the
+    segment wrongly; the chunk holding it no longer matches its CRC, so it is refused (salvage: today's)."""
+    path = tmp_path / "seg.mcap"
+    data = next(FIXTURE.glob("segments/seg_000000/*.mcap")).read_bytes()
+    at = data.index(b"uint32 step")
+    path.write_bytes(data[:at] + b"uint32 stap" + data[at + len(b"uint32 step") :])
+    with pytest.raises(SegmentError, match="does not match its CRC"):
+        leading_definitions(path)
+    assert segment_codec(path, default_codec(), salvage=True) is default_codec()
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(data[: at + 100])  # the first chunk cut short: its definitions cannot be checked
+    with pytest.raises(SegmentError, match="cut short"):
+        leading_definitions(cut)

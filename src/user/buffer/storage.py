@@ -201,10 +201,11 @@ class DiskStorage:
 
     def segment_codec(self, segment_id: int) -> Codec:
         """The codec of the definitions segment `segment_id` was written with (`self.codec` for every segment
-        written since its types last changed)."""
+        written since its types last changed, and for one whose definitions cannot be trusted: its records are
+        then checked one by one as before)."""
         codec = self._codecs.get(segment_id)
         if codec is None:
-            codec = self._codecs[segment_id] = segment_codec(self._path(segment_id), self.codec)
+            codec = self._codecs[segment_id] = segment_codec(self._path(segment_id), self.codec, salvage=True)
         return codec
 
     def read_payload(self, segment_id: int, position: Position) -> bytes:

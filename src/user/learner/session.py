@@ -24,7 +24,6 @@ from user.algorithms.base import TrainingStats
 from user.buffer.batch import TransitionBatch
 from user.buffer.info import BufferInfo
 from user.buffer.replay import ReplayBuffer
-from user.buffer.task_sampler import TaskBalancedSampler
 from user.distributed.commands import Op
 from user.distributed.current import this_rank
 from user.interfaces.domain import Transition
@@ -36,6 +35,7 @@ from user.learner.progress import ProgressLog
 from user.learner.publication import Publication, WeightSink
 from user.learner.ranked_update import RankedUpdate, lead_gather
 from user.learner.session_config import SessionConfig, learner_buffer_config
+from user.learner.session_report import check_conditioned, ratio_reached, run_success, stats_values
 from user.learner.speed import speed_plan
 from user.learner.sync_phases import Episode, SyncPhases, SyncSchedule
 from user.learner.trainer import Trainer, TrainerCounters
@@ -165,8 +165,7 @@ class LearningSession:
         `payload`: its CDR bytes as received, stored as they are when given (see `ReplayBuffer.add`).
         Raises what the buffer raises for a transition it refuses (nothing is counted then), and
         `TaskConditionError` for one the task-conditioned policy cannot take (nothing stored)."""
-        if self.conditioner is not None:
-            self.conditioner.transition(transition)  # fits, or refused here: the buffer reads it so
+        check_conditioned(self.conditioner, [transition])
         with self._lock:
             episode = self.buffer.add(transition, payload=payload)
             self.counters.env_steps += 1
@@ -201,9 +200,7 @@ class LearningSession:
     def add_episode(self, steps: list[Transition], payloads: Sequence[bytes | None] | None = None) -> bool:
         """Store a whole re-sent episode unless it is stored already; False when it was. `payloads`: the
         steps' CDR bytes as received, where they can be stored as they are (see `ReplayBuffer.add_episode`)."""
-        if self.conditioner is not None:
-            for step in steps:
-                self.conditioner.transition(step)
+        check_conditioned(self.conditioner, steps)
         with self._lock:
             if self.buffer.has_episode(steps[0].robot_id, steps[0].episode_id):
                 return False
@@ -329,48 +326,18 @@ class LearningSession:
         with self._lock:
             counters = replace(self.counters)
             buffered = len(self.buffer)
-        values = {
-            **c.last,
-            "update_calls": float(c.update_calls),
-            "episodes": float(counters.episodes),
-            "successes": float(counters.successes),
-            "idle_fraction": self.trainer.idle_fraction(),
-            "buffer_wait_fraction": self.trainer.feed_wait_fraction(),
-            "publishing_halted": float(self.halted is not None),
-            "updates_per_step_reached": self.ratio_reached(c.gradient_steps, counters.env_steps),
-            "updates_per_step_set": self.config.pacing.updates_per_step,  # the monitor says when the learner lags
-            **self.progress.recent_values(),  # return, length, success, interventions of recent online episodes
-            **self.progress.episode_counts(),  # per robot, over the whole run (a monitor's counts go on from them)
-            **self._task_shares(),
-            **{f"task_success/{task}": w.success_rate for task, w in self.progress.task_figures().items()},
-        }
+        halted, per_step = self.halted is not None, self.config.pacing.updates_per_step
+        values = stats_values(
+            c, counters, self.trainer, self.progress, self.buffer, halted=halted, updates_per_step=per_step
+        )
         self.progress.write(time.time(), c, counters, buffered, rate)
         return SessionStats(c, counters, buffered, rate, values)
 
-    def _task_shares(self) -> dict[str, float]:
-        """Task-balanced sampling: each task's share of the next batch (`task_share/<task>`); else nothing."""
-        sampler = self.buffer.sampler
-        if not isinstance(sampler, TaskBalancedSampler):
-            return {}
-        return {f"task_share/{task}": share for task, share in sampler.shares(self.buffer.storage.view()).items()}
-
     def recent_success(self) -> tuple[float | None, int]:
-        """The success rate of the recent online episodes (the progress window) and how many it holds. A policy
-        conditioned on several tasks is as good as its worst task: the lowest task's rate, and the fewest episodes
-        of any task's window (None and 0 while a task has none)."""
-        if self.conditioner is not None:
-            windows = self.progress.task_figures()
-            if any(task not in windows for task in self.conditioner.tasks):
-                return None, 0
-            mine = [windows[task] for task in self.conditioner.tasks]
-            return min(w.success_rate for w in mine), min(w.episodes for w in mine)
-        pooled, _ = self.progress.recent()
-        return (None, 0) if pooled is None else (pooled.success_rate, pooled.episodes)
+        """How good the run is now (`session_report.run_success`): a success rate and the episodes it is over."""
+        return run_success(self.progress, self.conditioner)
 
-    @staticmethod
-    def ratio_reached(gradient_steps: int, env_steps: int) -> float:
-        """The update-to-data ratio so far: gradient steps per transition received (0 before any)."""
-        return gradient_steps / env_steps if env_steps else 0.0
+    ratio_reached = staticmethod(ratio_reached)
 
     def buffer_info(self) -> BufferInfo:
         with self._lock:

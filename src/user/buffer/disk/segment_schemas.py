@@ -2,17 +2,21 @@
 
 A segment's MCAP file carries the ros2msg definition of each type it holds in its Schema records; the buffer's
 writer registers them before its first message, so they lie at the start of the file (inside its first chunk, in
-front of that chunk's first message). `segment_codec` reads them from there and gives the codec for that segment's
-bytes: today's codec when they equal today's definitions (every segment written since the last change), else one
-built from them (`user.interfaces.evolve`), whose decoded messages the domain conversion reads with defaults for
-the fields added since.
+front of that chunk's first message). They are trusted once that chunk matches its CRC: a definition read from
+damaged bytes may still parse, and would decode every record of the segment wrongly. `segment_codec` gives the
+codec for a segment's bytes: today's codec when its definitions equal today's (every segment written since the
+last change) or cannot be trusted (salvage: its records are then checked one by one, as any damaged segment's),
+else one built from them (`user.interfaces.evolve`), whose decoded messages the domain conversion reads with
+defaults for the fields added since.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
+import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 from user.buffer.disk.mcapscan import MAGIC, OP_CHUNK, OP_MESSAGE, OP_SCHEMA, RECORD_PREFIX
 from user.buffer.disk.segments import TOPICS, reason
@@ -37,44 +41,69 @@ def _string(buf: bytes, pos: int) -> tuple[bytes, int]:
     return buf[pos + _U32.size : end], end
 
 
-def _schemas_in(buf: bytes, pos: int, end: int, out: dict[str, tuple[str, str]]) -> bool:
-    """Read the schema records of `buf[pos:end]` into `out` (name -> (encoding, text)); True at the first message
-    (every schema the writer registered first is in front of it)."""
-    while pos + RECORD_PREFIX <= end:
-        opcode, length = _PREFIX.unpack_from(buf, pos)
+def _schema(buf: bytes, body: int, out: dict[str, tuple[str, str]]) -> None:
+    """The Schema record whose body starts at `buf[body]` into `out` (name -> (encoding, text))."""
+    name, at = _string(buf, body + _U16.size)
+    encoding, at = _string(buf, at)
+    data, _ = _string(buf, at)
+    out[name.decode()] = (encoding.decode(), data.decode())
+
+
+def _chunk_schemas(body: bytes, path: Path, out: dict[str, tuple[str, str]]) -> None:
+    """The schemas in front of the first message of the chunk `body`, once its records match the chunk's CRC: a
+    definition read from damaged bytes could still parse, and would then decode every record of the segment
+    wrongly."""
+    crc = _CHUNK_HEAD.unpack_from(body, 0)[3]
+    _, at = _string(body, _CHUNK_HEAD.size)  # the compression: none, as the buffer writes
+    (size,) = _U64.unpack_from(body, at)
+    records = body[at + _U64.size : at + _U64.size + size]
+    if len(records) < size:
+        raise SegmentError(f"{path}: its first chunk is cut short: its message definitions cannot be checked")
+    if crc and zlib.crc32(records) != crc:
+        raise SegmentError(f"{path}: its first chunk does not match its CRC: its message definitions are not trusted")
+    pos = 0
+    while pos + RECORD_PREFIX <= len(records):
+        opcode, length = _PREFIX.unpack_from(records, pos)
+        if opcode == OP_MESSAGE:
+            return
+        if opcode == OP_SCHEMA:
+            _schema(records, pos + RECORD_PREFIX, out)
+        pos += RECORD_PREFIX + length
+
+
+def _definitions(f: BinaryIO, path: Path) -> dict[str, tuple[str, str]]:
+    head = f.read(HEAD_BYTES)
+    if not head.startswith(MAGIC):
+        raise SegmentError(f"{path}: not an MCAP file (bad magic)")
+    out: dict[str, tuple[str, str]] = {}
+    pos = len(MAGIC)
+    while pos + RECORD_PREFIX <= len(head):
+        opcode, length = _PREFIX.unpack_from(head, pos)
         body, pos = pos + RECORD_PREFIX, pos + RECORD_PREFIX + length
         if opcode == OP_MESSAGE:
-            return True
-        if pos > len(buf) and opcode != OP_CHUNK:
-            return False  # a record cut by the bytes read
+            break
+        if opcode == OP_CHUNK:  # the writer's first chunk: read whole (it may run past the head) to check its CRC
+            f.seek(body)
+            _chunk_schemas(head[body:pos] if pos <= len(head) else f.read(length), path, out)
+            break
+        if pos > len(head):
+            break  # a record cut by the bytes read
         if opcode == OP_SCHEMA:
-            name, at = _string(buf, body + _U16.size)
-            encoding, at = _string(buf, at)
-            data, _ = _string(buf, at)
-            out[name.decode()] = (encoding.decode(), data.decode())
-        elif opcode == OP_CHUNK:
-            _, at = _string(buf, body + _CHUNK_HEAD.size)  # the compression: none, as the buffer writes
-            records = at + _U64.size
-            return _schemas_in(buf, records, min(pos, len(buf)), out)
-    return False
+            _schema(head, body, out)
+    return out
 
 
 def leading_definitions(path: Path) -> dict[str, tuple[str, str]]:
     """The definitions (type -> (encoding, text)) in front of the first message of the segment file at `path`;
-    empty when its start holds none (a file cut before its first chunk)."""
+    empty when its start holds none (a file cut before its first chunk). `SegmentError` when they cannot be read
+    or trusted (the chunk holding them cut short, or not matching its CRC)."""
     try:
         with open(path, "rb") as f:
-            buf = f.read(HEAD_BYTES)
+            return _definitions(f, path)
     except OSError as exc:
         raise SegmentError(f"{path}: cannot read its message definitions ({reason(exc)})") from exc
-    if not buf.startswith(MAGIC):
-        raise SegmentError(f"{path}: not an MCAP file (bad magic)")
-    out: dict[str, tuple[str, str]] = {}
-    try:
-        _schemas_in(buf, len(MAGIC), len(buf), out)
     except (struct.error, UnicodeDecodeError) as exc:
         raise SegmentError(f"{path}: its message definitions do not read ({exc})") from exc
-    return out
 
 
 def segment_codec(path: Path, base: Codec, *, salvage: bool = False) -> Codec:
