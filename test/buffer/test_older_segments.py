@@ -125,3 +125,17 @@ def test_definitions_from_damaged_bytes_are_not_trusted(tmp_path: Path) -> None:
     cut.write_bytes(data[: at + 100])  # the first chunk cut short: its definitions cannot be checked
     with pytest.raises(SegmentError, match="cut short"):
         leading_definitions(cut)
+
+
+def test_a_first_chunk_whose_length_runs_past_the_file_is_one_error(tmp_path: Path) -> None:
+    """A damaged length field (found by the fuzz test: 2^63 bytes) is a segment cut short, never a read of it."""
+    data = bytearray(next(FIXTURE.glob("segments/seg_000000/*.mcap")).read_bytes())
+    header_length = int.from_bytes(data[9:17], "little")
+    chunk = 8 + 9 + header_length  # the magic, the header record, then the first chunk's opcode and length
+    assert data[chunk] == 0x06
+    data[chunk + 1 : chunk + 9] = (2**63 - 1).to_bytes(8, "little")
+    path = tmp_path / "seg.mcap"
+    path.write_bytes(bytes(data))
+    with pytest.raises(SegmentError, match="cut short"):
+        leading_definitions(path)
+    assert segment_codec(path, default_codec(), salvage=True) is default_codec()

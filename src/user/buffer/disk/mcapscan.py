@@ -93,12 +93,10 @@ def _message(body: memoryview, offset: int) -> MessageSpan:
     return MessageSpan(offset, channel_id, log_time, len(body) - _MESSAGE_HEAD.size)
 
 
-def _chunk(body: memoryview, body_offset: int, result: ScanResult, mode: _Mode) -> None:
-    """Collect the messages and channels inside an uncompressed chunk whose body starts at `body_offset`.
-
-    With `mode.check_crc`, each message found is marked with whether the chunk's records match its CRC. In
-    salvage mode a chunk whose records do not fill it exactly, or end cut, adds nothing (it is not trusted)."""
-    at = body_offset - RECORD_PREFIX
+def chunk_records(body: memoryview, at: int = 0) -> tuple[int, memoryview, int]:
+    """(the CRC of its records, the records, the bytes the body holds after its records' length) of an uncompressed
+    chunk record's `body` (`at`: the record's file offset, for messages); `ScanError` when it is too short,
+    compressed, or claims more records than it holds."""
     if len(body) < _CHUNK_HEAD.size:
         raise ScanError(f"chunk at {at} is too short")
     crc = _CHUNK_HEAD.unpack_from(body, 0)[3]
@@ -110,9 +108,33 @@ def _chunk(body: memoryview, body_offset: int, result: ScanResult, mode: _Mode) 
     held = len(body) - pos
     if records_len > held:
         raise ScanError(f"chunk at {at} claims more records than it holds")
-    if mode.salvage and records_len != held:
+    return crc, body[pos : pos + records_len], held
+
+
+def record_head(buf: memoryview, pos: int) -> tuple[int, int]:
+    """(opcode, body length) of the record starting at `buf[pos]`."""
+    opcode, length = _PREFIX.unpack_from(buf, pos)
+    return int(opcode), int(length)
+
+
+def schema_of(body: memoryview) -> tuple[str, str, str]:
+    """(name, encoding, data as text) of a Schema record's `body`; `ScanError` when a field runs past it."""
+    name, at = _string(body, _U16.size)  # after the schema id
+    encoding, at = _string(body, at)
+    data, _ = _string(body, at)
+    return name, encoding, data
+
+
+def _chunk(body: memoryview, body_offset: int, result: ScanResult, mode: _Mode) -> None:
+    """Collect the messages and channels inside an uncompressed chunk whose body starts at `body_offset`.
+
+    With `mode.check_crc`, each message found is marked with whether the chunk's records match its CRC. In
+    salvage mode a chunk whose records do not fill it exactly, or end cut, adds nothing (it is not trusted)."""
+    at = body_offset - RECORD_PREFIX
+    crc, records, held = chunk_records(body, at)
+    if mode.salvage and len(records) != held:
         raise ScanError(f"chunk at {at} claims fewer records than it holds")
-    records = body[pos : pos + records_len]
+    pos = len(body) - held
     crc_ok = zlib.crc32(records) == crc if mode.check_crc and crc else None
     inner = ScanResult()
     _records(records, body_offset + pos, inner, inner=True, mode=mode)

@@ -13,83 +13,76 @@ defaults for the fields added since.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from user.buffer.disk.mcapscan import MAGIC, OP_CHUNK, OP_MESSAGE, OP_SCHEMA, RECORD_PREFIX
+from user.buffer.disk.mcapscan import (
+    MAGIC,
+    OP_CHUNK,
+    OP_MESSAGE,
+    OP_SCHEMA,
+    RECORD_PREFIX,
+    ScanError,
+    chunk_records,
+    record_head,
+    schema_of,
+)
 from user.buffer.disk.segments import TOPICS, reason
 from user.buffer.errors import SegmentError
 from user.interfaces.codec import Codec
 from user.interfaces.evolve import codec_for
 
 HEAD_BYTES = 256 * 1024  # bytes read from a segment's start for its schemas (they take a few KiB)
-_PREFIX = struct.Struct("<BQ")
-_CHUNK_HEAD = struct.Struct("<QQQI")  # start time, end time, uncompressed size, CRC; then compression, records
-_U16 = struct.Struct("<H")
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
 _log = logging.getLogger(__name__)
 
 
-def _string(buf: bytes, pos: int) -> tuple[bytes, int]:
-    (size,) = _U32.unpack_from(buf, pos)
-    end = pos + _U32.size + size
-    if end > len(buf):
-        raise struct.error("a string runs past the bytes read")
-    return buf[pos + _U32.size : end], end
-
-
-def _schema(buf: bytes, body: int, out: dict[str, tuple[str, str]]) -> None:
-    """The Schema record whose body starts at `buf[body]` into `out` (name -> (encoding, text))."""
-    name, at = _string(buf, body + _U16.size)
-    encoding, at = _string(buf, at)
-    data, _ = _string(buf, at)
-    out[name.decode()] = (encoding.decode(), data.decode())
-
-
-def _chunk_schemas(body: bytes, path: Path, out: dict[str, tuple[str, str]]) -> None:
+def _chunk_schemas(body: memoryview, path: Path, out: dict[str, tuple[str, str]]) -> None:
     """The schemas in front of the first message of the chunk `body`, once its records match the chunk's CRC: a
     definition read from damaged bytes could still parse, and would then decode every record of the segment
     wrongly."""
-    crc = _CHUNK_HEAD.unpack_from(body, 0)[3]
-    _, at = _string(body, _CHUNK_HEAD.size)  # the compression: none, as the buffer writes
-    (size,) = _U64.unpack_from(body, at)
-    records = body[at + _U64.size : at + _U64.size + size]
-    if len(records) < size:
-        raise SegmentError(f"{path}: its first chunk is cut short: its message definitions cannot be checked")
+    try:
+        crc, records, _ = chunk_records(body)
+    except ScanError as exc:
+        why = f"its first chunk is cut short or damaged ({exc})"
+        raise SegmentError(f"{path}: {why}: its message definitions cannot be checked") from exc
     if crc and zlib.crc32(records) != crc:
         raise SegmentError(f"{path}: its first chunk does not match its CRC: its message definitions are not trusted")
     pos = 0
     while pos + RECORD_PREFIX <= len(records):
-        opcode, length = _PREFIX.unpack_from(records, pos)
+        opcode, length = record_head(records, pos)
         if opcode == OP_MESSAGE:
             return
         if opcode == OP_SCHEMA:
-            _schema(records, pos + RECORD_PREFIX, out)
+            name, encoding, text = schema_of(records[pos + RECORD_PREFIX : pos + RECORD_PREFIX + length])
+            out[name] = (encoding, text)
         pos += RECORD_PREFIX + length
 
 
 def _definitions(f: BinaryIO, path: Path) -> dict[str, tuple[str, str]]:
-    head = f.read(HEAD_BYTES)
-    if not head.startswith(MAGIC):
+    head = memoryview(f.read(HEAD_BYTES))
+    if bytes(head[: len(MAGIC)]) != MAGIC:
         raise SegmentError(f"{path}: not an MCAP file (bad magic)")
     out: dict[str, tuple[str, str]] = {}
     pos = len(MAGIC)
     while pos + RECORD_PREFIX <= len(head):
-        opcode, length = _PREFIX.unpack_from(head, pos)
+        opcode, length = record_head(head, pos)
         body, pos = pos + RECORD_PREFIX, pos + RECORD_PREFIX + length
         if opcode == OP_MESSAGE:
             break
         if opcode == OP_CHUNK:  # the writer's first chunk: read whole (it may run past the head) to check its CRC
+            if pos > os.fstat(f.fileno()).st_size:  # a length past the file's end: cut, or a damaged length
+                raise SegmentError(f"{path}: its first chunk is cut short: its message definitions cannot be checked")
             f.seek(body)
-            _chunk_schemas(head[body:pos] if pos <= len(head) else f.read(length), path, out)
+            _chunk_schemas(head[body:pos] if pos <= len(head) else memoryview(f.read(length)), path, out)
             break
         if pos > len(head):
             break  # a record cut by the bytes read
         if opcode == OP_SCHEMA:
-            _schema(head, body, out)
+            name, encoding, text = schema_of(head[body:pos])
+            out[name] = (encoding, text)
     return out
 
 
@@ -102,7 +95,7 @@ def leading_definitions(path: Path) -> dict[str, tuple[str, str]]:
             return _definitions(f, path)
     except OSError as exc:
         raise SegmentError(f"{path}: cannot read its message definitions ({reason(exc)})") from exc
-    except (struct.error, UnicodeDecodeError) as exc:
+    except (ScanError, struct.error, UnicodeDecodeError) as exc:
         raise SegmentError(f"{path}: its message definitions do not read ({exc})") from exc
 
 
