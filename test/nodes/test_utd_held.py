@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from test.conftest import wait_until
+from user.learner.session_report import ratio_reached
 
 pytest.importorskip("gymnasium")
 pytestmark = pytest.mark.timeout(180)
@@ -57,5 +58,5 @@ def test_a_robot_that_is_not_real_time_waits_for_the_learner(nodes: Callable[...
         trained_for = session.trainer.snapshot().gradient_steps / RATIO
         assert received <= WARMUP + trained_for + TOLERANCE + EPISODE + SLACK, (received, trained_for)
         assert wait_until(partial(_beyond, env_steps, received), 30.0)  # ... and the robot goes on
-    reached = session.ratio_reached(session.trainer.snapshot().gradient_steps, env_steps())
+    reached = ratio_reached(session.trainer.snapshot().gradient_steps, env_steps())
     assert reached >= 0.5 * RATIO  # the warm-up's transitions were never trained for: below the set ratio, not far

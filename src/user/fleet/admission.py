@@ -75,8 +75,10 @@ class PolicySpec:
     def descriptor_mismatch(self, descriptor: ResourceDescriptor) -> Mismatch | None:
         """What in an announcement does not fit (dimensions only where it announces them; a task-conditioned
         policy takes states of several lengths, checked at the robot's first message)."""
-        dims = (("action_dim", self.action_dim),) if self.tasks else ()
-        for name, wanted in dims or (("state_dim", self.state_dim), ("action_dim", self.action_dim)):
+        dims = {"state_dim": self.state_dim, "action_dim": self.action_dim}
+        if self.tasks:
+            del dims["state_dim"]
+        for name, wanted in dims.items():
             announced = descriptor.properties.get(name)
             if announced is not None and announced != str(wanted):
                 return Mismatch(name, f"announced {announced}, the policy needs {wanted}")

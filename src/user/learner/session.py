@@ -35,7 +35,7 @@ from user.learner.progress import ProgressLog
 from user.learner.publication import Publication, WeightSink
 from user.learner.ranked_update import RankedUpdate, lead_gather
 from user.learner.session_config import SessionConfig, learner_buffer_config
-from user.learner.session_report import check_conditioned, ratio_reached, run_success, stats_values
+from user.learner.session_report import ratio_reached, run_success, stats_values
 from user.learner.speed import speed_plan
 from user.learner.sync_phases import Episode, SyncPhases, SyncSchedule
 from user.learner.trainer import Trainer, TrainerCounters
@@ -138,7 +138,7 @@ class LearningSession:
         self.log.info(
             "update-to-data ratio reached: %.3f gradient steps per transition (set %.3f), %d gradient steps over %d "
             "transitions",
-            self.ratio_reached(c.gradient_steps, self.counters.env_steps),
+            ratio_reached(c.gradient_steps, self.counters.env_steps),
             self.config.pacing.updates_per_step,
             c.gradient_steps,
             self.counters.env_steps,
@@ -165,7 +165,8 @@ class LearningSession:
         `payload`: its CDR bytes as received, stored as they are when given (see `ReplayBuffer.add`).
         Raises what the buffer raises for a transition it refuses (nothing is counted then), and
         `TaskConditionError` for one the task-conditioned policy cannot take (nothing stored)."""
-        check_conditioned(self.conditioner, [transition])
+        if self.conditioner is not None:  # refused before it is stored: the buffer reads it conditioned
+            self.conditioner.check([transition])
         with self._lock:
             episode = self.buffer.add(transition, payload=payload)
             self.counters.env_steps += 1
@@ -200,7 +201,8 @@ class LearningSession:
     def add_episode(self, steps: list[Transition], payloads: Sequence[bytes | None] | None = None) -> bool:
         """Store a whole re-sent episode unless it is stored already; False when it was. `payloads`: the
         steps' CDR bytes as received, where they can be stored as they are (see `ReplayBuffer.add_episode`)."""
-        check_conditioned(self.conditioner, steps)
+        if self.conditioner is not None:
+            self.conditioner.check(steps)
         with self._lock:
             if self.buffer.has_episode(steps[0].robot_id, steps[0].episode_id):
                 return False
@@ -336,8 +338,6 @@ class LearningSession:
     def recent_success(self) -> tuple[float | None, int]:
         """How good the run is now (`session_report.run_success`): a success rate and the episodes it is over."""
         return run_success(self.progress, self.conditioner)
-
-    ratio_reached = staticmethod(ratio_reached)
 
     def buffer_info(self) -> BufferInfo:
         with self._lock:

@@ -1,16 +1,12 @@
 """What a learning session reports: the named values of its stats message, and how good the run is (what
 `stop_after.success_rate` reads). A learner training one policy on several tasks (`learning.tasks`) adds each
-task's share of the next batch and recent success, is judged by its worst task, and checks every transition against
-the task conditioning before it is stored."""
+task's share of the next batch and recent success, and is judged by its worst task."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from user.buffer.episode_window import WindowStats
 from user.buffer.replay import ReplayBuffer
 from user.buffer.task_sampler import TaskBalancedSampler
-from user.interfaces.domain import Transition
 from user.learner.checkpoint import LearnerCounters
 from user.learner.progress import ProgressLog
 from user.learner.task_condition import TaskConditioner
@@ -56,14 +52,6 @@ def run_success(progress: ProgressLog, conditioner: TaskConditioner | None) -> t
         return worst_task(conditioner.tasks, progress.task_figures())
     pooled, _ = progress.recent()
     return (None, 0) if pooled is None else (pooled.success_rate, pooled.episodes)
-
-
-def check_conditioned(conditioner: TaskConditioner | None, transitions: Iterable[Transition]) -> None:
-    """`TaskConditionError` for the first transition the conditioned policy cannot take (none without tasks): it is
-    refused before the buffer stores it, since the buffer reads every transition conditioned."""
-    if conditioner is not None:
-        for t in transitions:
-            conditioner.transition(t)
 
 
 def task_values(buffer: ReplayBuffer, windows: dict[str, WindowStats]) -> dict[str, float]:

@@ -12,7 +12,7 @@ policy holds, is refused with one line naming it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -49,21 +49,38 @@ class TaskConditioner:
             *(f"{CONDITION_PREFIX}state/{i}" for i in range(self.room)),
         )
 
-    def state(self, state: npt.NDArray[np.float32], names: Sequence[str], task: str) -> npt.NDArray[np.float32]:
-        """The conditioned state (`state_dim`,) of one observation of `task`; `TaskConditionError` when it does
-        not fit."""
+    def _fit(
+        self, state: npt.NDArray[np.float32], names: Sequence[str], task: str
+    ) -> tuple[int, npt.NDArray[np.intp] | None]:
+        """(the task's code, the columns of its own state), or `TaskConditionError` when it does not fit: a look-up
+        of the names' columns, cached, nothing computed."""
         try:
             code = self.tasks.index(task)
         except ValueError:
             raise TaskConditionError(
                 f"task {task!r} is not one the policy is conditioned on ({', '.join(self.tasks)})"
             ) from None
-        own = self._visible.select(state, names)
-        if own.shape[-1] > self.room:
+        columns = self._visible.columns(names, int(state.shape[-1]))
+        own = int(state.shape[-1]) if columns is None else len(columns)
+        if own > self.room:
             raise TaskConditionError(
-                f"task {task}: {own.shape[-1]} state entries; the policy holds {self.room} besides the one-hot of "
+                f"task {task}: {own} state entries; the policy holds {self.room} besides the one-hot of "
                 f"its {len(self.tasks)} tasks (state_dim {self.state_dim})"
             )
+        return code, columns
+
+    def check(self, transitions: Iterable[Transition]) -> None:
+        """`TaskConditionError` for the first transition the policy cannot take (its observations checked, not
+        conditioned: a learner refuses it before the buffer stores what it reads conditioned)."""
+        for t in transitions:
+            for obs in (t.observation, t.next_observation):
+                self._fit(obs.state, obs.state_names, obs.task)
+
+    def state(self, state: npt.NDArray[np.float32], names: Sequence[str], task: str) -> npt.NDArray[np.float32]:
+        """The conditioned state (`state_dim`,) of one observation of `task`; `TaskConditionError` when it does
+        not fit."""
+        code, columns = self._fit(state, names, task)
+        own = state if columns is None else state[..., columns]
         out = np.zeros(self.state_dim, dtype=np.float32)
         out[code] = 1.0
         out[len(self.tasks) : len(self.tasks) + own.shape[-1]] = own
