@@ -9,7 +9,7 @@ definition dropped refused by name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rosbags.typesys.base import Nodetype  # type: ignore[attr-defined]
@@ -19,24 +19,35 @@ from user.interfaces.convert import MessageDataError, field_default
 from user.interfaces.typestore import types_from_definition, typestore_with
 
 
-def codec_for(definitions: Mapping[str, tuple[str, str]], base: Codec) -> Codec:
+def codec_for(
+    definitions: Mapping[str, tuple[str, str]],
+    base: Codec,
+    *,
+    unparsable: Callable[[str, ValueError], None] | None = None,
+) -> Codec:
     """The codec that decodes messages written with `definitions` (type -> (encoding, text)): `base` itself when
-    each one is `base`'s own; else `base` with these, which describe the bytes and so win. `ValueError` names a
-    definition that does not parse or types that do not fit together."""
+    each one is `base`'s own; else `base` with these, which describe the bytes and so win. A definition that does
+    not parse is a `ValueError` naming it, unless `unparsable(type, error)` is given: it may raise, or let that type
+    keep `base`'s definition. `ValueError` too for definitions that do not fit together."""
     changed = {
         name: (encoding, text)
         for name, (encoding, text) in definitions.items()
         if not (encoding == "ros2msg" and base.has_type(name) and text == base.definition(name))
     }
-    if not changed:
-        return base
     types: dict[str, object] = {}
     for name, (encoding, text) in sorted(changed.items()):
-        types.update(types_from_definition(name, encoding, text))
+        try:
+            types.update(types_from_definition(name, encoding, text))
+        except ValueError as exc:
+            if unparsable is None:
+                raise
+            unparsable(name, exc)
+    if not types:
+        return base
     try:
         return Codec(typestore_with(types, base.typestore))
     except Exception as exc:  # rosbags raises several kinds while generating the types
-        raise ValueError(f"the definitions of {', '.join(sorted(changed))} do not fit together ({exc})") from exc
+        raise ValueError(f"the definitions of {', '.join(sorted(types))} do not fit together ({exc})") from exc
 
 
 def migrate(msg: Any, old: Codec, new: Codec) -> Any:

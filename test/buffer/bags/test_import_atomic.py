@@ -254,8 +254,10 @@ def test_an_mcap_file_with_ros2idl_schemas_decodes(tmp_path: Path) -> None:
         writer.start(profile="ros2")
         schemas = {
             "/arm_cmd": writer.register_schema("arm_teleop_msgs/msg/ArmCommand", "ros2idl", IDL.encode()),
-            "/joint_states": writer.register_schema(
-                "sensor_msgs/msg/JointState", "ros2msg", codec.definition("sensor_msgs/msg/JointState").encode()
+            "/joint_states": writer.register_schema(  # as another tool writes it: a comment more than here
+                "sensor_msgs/msg/JointState",
+                "ros2msg",
+                ("# recorded elsewhere\n" + codec.definition("sensor_msgs/msg/JointState")).encode(),
             ),
         }
         channels = {topic: writer.register_channel(topic, "cdr", schema) for topic, schema in schemas.items()}
@@ -268,6 +270,8 @@ def test_an_mcap_file_with_ros2idl_schemas_decodes(tmp_path: Path) -> None:
     commands = [reader.decode(m, bag_codec) for m in reader.messages({"/arm_cmd"})]
     assert [c.gripper.width for c in commands] == [0.0, 0.01] and commands[1].linear.tolist() == [1, 1, 1]
     assert reader.codec(CODEC, {"/joint_states"}) is not CODEC  # its own definitions win, even of standard types
+    states = [reader.decode(m, reader.codec(CODEC, {"/joint_states"})) for m in reader.messages({"/joint_states"})]
+    assert len(states) == 2 and all(s.__msgtype__ == "sensor_msgs/msg/JointState" for s in states)
 
 
 def test_a_definition_that_does_not_parse_is_named_unless_the_type_is_known_here(tmp_path: Path) -> None:

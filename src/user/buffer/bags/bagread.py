@@ -32,7 +32,7 @@ from user.buffer.disk.mcapscan import ScanError, WholeRecords, has_footer
 from user.buffer.disk.metadata import METADATA_FILE, BagMetadata, read_metadata
 from user.buffer.errors import BagReadError
 from user.interfaces.codec import Codec
-from user.interfaces.typestore import types_from_definition, typestore_with
+from user.interfaces.evolve import codec_for
 
 _log = logging.getLogger("user.buffer.bagread")
 
@@ -250,20 +250,16 @@ class BagReader:
         """A codec for the messages of `topics` (all, if None): `base` with the definitions the bag carries for
         their types, which describe its bytes and so win over `base`'s; `base` itself when it carries none."""
         wanted = {t.type for t in self.topics().values() if topics is None or t.name in topics}
-        types: dict[str, object] = {}
-        for typename, (encoding, text) in sorted(self.definitions().items()):
-            if typename in wanted:
-                try:
-                    types.update(types_from_definition(typename, encoding, text))
-                except ValueError as exc:
-                    if not base.has_type(typename):
-                        raise BagReadError(f"{self.path}: {exc}") from exc
-                    _log.warning("%s: %s; decoding %s with the definition known here", self.path, exc, typename)
-        if not types:
-            return base
+
+        def known_here(typename: str, exc: ValueError) -> None:
+            if not base.has_type(typename):
+                raise BagReadError(f"{self.path}: {exc}") from exc
+            _log.warning("%s: %s; decoding %s with the definition known here", self.path, exc, typename)
+
+        carried = {name: definition for name, definition in self.definitions().items() if name in wanted}
         try:
-            return Codec(typestore_with(types, base.typestore))
-        except Exception as exc:  # rosbags raises several kinds while generating the types
+            return codec_for(carried, base, unparsable=known_here)
+        except ValueError as exc:  # the definitions do not fit together
             raise BagReadError(f"{self.path}: its message definitions do not fit together ({exc})") from exc
 
     def digest(self) -> str:
